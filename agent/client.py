@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import dataclasses
 import logging
 import random
 import signal
@@ -35,6 +36,8 @@ from agent.health import HealthFile
 from agent.protocol import (
     CLOSE_HOST_REMOVED,
     EXEC_CHUNK_BYTES,
+    EXEC_TTY_WINDOW,
+    EXEC_TTY_WINDOW_CHUNKS,
     MAX_MESSAGE_BYTES,
     SERVER_MESSAGE_TYPES,
     Ack,
@@ -42,8 +45,13 @@ from agent.protocol import (
     AttemptStatus,
     Error,
     Exec,
+    ExecAck,
+    ExecClose,
+    ExecInput,
     ExecOutput,
+    ExecResize,
     ExecResult,
+    ExecTty,
     Heartbeat,
     Hello,
     HostIsolation,
@@ -59,6 +67,7 @@ from agent.protocol import (
     one_persons_share,
 )
 from agent.runtime.base import AttemptSpec, ExecError, Runtime, StartError
+from agent.runtime.tty import InputOverflow, TtySession
 from agent.state import AttemptRecord, current_boot_id, monotonic_s
 
 log = logging.getLogger(__name__)
@@ -72,6 +81,31 @@ MAX_LOG_TAIL_BYTES = 64 * 1024
 MAX_EXECS = 8
 """One-shot commands (``exec``) one agent runs at once; another is answered ``error`` ``busy``. Of
 them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy`` past it, left60)."""
+MAX_TTYS = 32
+"""Interactive sessions (``exec_tty``) one agent holds at once; another is answered ``error`` ``busy``.
+Of them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy``), as of ``exec``."""
+TTY_EXIT_DRAIN_S = 0.2
+"""After an interactive command ends, how long its terminal's last output is waited for (a
+background process it left may hold the terminal open for ever: it is killed then)."""
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Tty:
+    """An interactive session (``exec_tty``) of this connection: its terminal once started, its
+    output sent and not yet acknowledged (at most :data:`EXEC_TTY_WINDOW` bytes), input that came
+    before it started, when anything last went in or out, and whether it is being closed."""
+
+    attempt_id: int
+    idle_s: float
+    last: float
+    session: TtySession | None = None
+    unacked: int = 0
+    unacked_chunks: int = 0
+    credit: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    early: bytearray = dataclasses.field(default_factory=bytearray)
+    closing: bool = False
+    idle: bool = False
+    size: tuple[int, int] | None = None  # a resize that came before it started
 
 
 CLOSE_UNAUTHORIZED = 4401
@@ -185,6 +219,7 @@ class Agent:
         self._stop_after_start: dict[int, Stop] = {}
         self._gpu_claims: dict[int, frozenset[int]] = {}  # attempts starting → the GPUs they hold
         self._execs = 0  # one-shot commands running (``exec``)
+        self._ttys: dict[int, _Tty] = {}  # ``exec_tty`` id -> its session (this connection's)
         self._execs_by_owner: dict[str, int] = {}  # of them, each owner's (left60)
         self._exec_owners: dict[int, str] = {}  # attempts started by this process → their owner's name
         self.health = HealthFile(config.state_dir, server=config.server, host=config.host_name)
@@ -272,6 +307,8 @@ class Agent:
                 log.exception("session failed")
             finally:
                 self._ws = None
+                for tty in list(self._ttys.values()):  # its reader was on this connection
+                    self._close_tty(tty)
                 self._unacked.clear()
                 self._unacked_starts.clear()
                 self.health.update(connected=False, last_disconnect=f"{time.time():.0f}: close code {ws.close_code}")
@@ -482,6 +519,8 @@ class Agent:
             self._execs += 1
             self._execs_by_owner[owner] = mine + 1
             self._spawn(self._on_exec(msg, owner))  # not awaited: the receive loop goes on meanwhile
+        elif isinstance(msg, (ExecTty, ExecInput, ExecResize, ExecAck, ExecClose)):
+            await self._on_tty_message(msg)
         elif isinstance(msg, Ack):
             self.runtime.mark_start_reported(self._unacked_starts.pop(msg.ack, []))
             self.runtime.mark_reported(self._unacked.pop(msg.ack, []))
@@ -694,7 +733,135 @@ class Agent:
         if sent is not None:
             self._unacked[sent] = [record.attempt_id]
 
+    async def _on_tty_message(self, msg: ExecTty | ExecInput | ExecResize | ExecAck | ExecClose) -> None:
+        """An interactive session's messages (``fairway exec -it``: docs/jobs.md)."""
+        if isinstance(msg, ExecTty):
+            if len(self._ttys) >= MAX_TTYS:
+                await self._send(Error(code="busy", message=f"{MAX_TTYS} sessions run here already", ref=msg.id))
+                return
+            owner = self._exec_owners.get(msg.attempt_id, "")
+            mine = sum(1 for t in self._ttys.values() if self._exec_owners.get(t.attempt_id, "") == owner)
+            if mine >= one_persons_share(MAX_TTYS):  # as exec's (left60): one owner's sessions, half at most
+                why = f"{mine} sessions (half of the {MAX_TTYS} a host holds at once)"
+                await self._send(Error(code="owner_busy", message=why, ref=msg.id))
+                return
+            new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s())
+            self._ttys[msg.id] = new
+            self._spawn(self._run_tty(msg, new))
+            return
+        tty = self._ttys.get(msg.ref)
+        if tty is None:
+            return  # ended meanwhile: its exec_result is on its way
+        if isinstance(msg, ExecInput):
+            tty.last = monotonic_s()
+            data = msg.data.encode()
+            try:
+                if tty.session is None:
+                    if len(tty.early) + len(data) > EXEC_TTY_WINDOW:
+                        raise InputOverflow("too much input before the command started")
+                    tty.early += data
+                else:
+                    tty.session.write(data)
+            except InputOverflow as exc:
+                log.warning("attempt %d: interactive session %d closed: %s", tty.attempt_id, msg.ref, exc)
+                self._close_tty(tty)
+        elif isinstance(msg, ExecResize):
+            if tty.session is not None:
+                tty.session.resize(msg.rows, msg.cols)
+            else:  # set once it starts
+                tty.size = (msg.rows, msg.cols)
+        elif isinstance(msg, ExecAck):
+            tty.unacked = max(0, tty.unacked - msg.bytes)
+            tty.unacked_chunks = max(0, tty.unacked_chunks - msg.chunks)
+            tty.credit.set()
+        else:
+            self._close_tty(tty)
+
+    def _close_tty(self, tty: _Tty) -> None:
+        """End a session: its reader left, its attempt ended, it was idle, or the connection ended."""
+        if tty.closing:
+            return
+        tty.closing = True
+        tty.credit.set()
+        if tty.session is not None:
+            self._spawn(tty.session.close())
+
+    async def _run_tty(self, msg: ExecTty, tty: _Tty) -> None:
+        """Run an ``exec_tty``: start its command on a terminal in the attempt's containment (the
+        runtime's), send its output as ``exec_output`` (at most :data:`EXEC_TTY_WINDOW` bytes and
+        :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of the server's ``exec_ack``s), end it when
+        idle for ``idle_s``, then ``exec_result``."""
+        session: TtySession | None = None
+        try:
+            try:
+                session = await self.runtime.exec_tty(msg.attempt_id, list(msg.command), msg.rows, msg.cols)
+            except ExecError as exc:
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
+                return
+            tty.session = session
+            if tty.size is not None:
+                session.resize(*tty.size)
+            if tty.closing:
+                self._spawn(session.close())
+            elif tty.early:
+                try:
+                    session.write(bytes(tty.early))
+                except InputOverflow:
+                    self._close_tty(tty)
+                tty.early.clear()
+            self._spawn(self._tty_idle(msg.id, tty))
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            exited = asyncio.ensure_future(session.proc.wait())
+            while True:
+                while (
+                    tty.unacked >= EXEC_TTY_WINDOW or tty.unacked_chunks >= EXEC_TTY_WINDOW_CHUNKS
+                ) and not tty.closing:
+                    tty.credit.clear()
+                    await tty.credit.wait()
+                reading = asyncio.ensure_future(session.read())
+                await asyncio.wait([reading, exited], return_when=asyncio.FIRST_COMPLETED)
+                try:
+                    data = reading.result() if reading.done() else await asyncio.wait_for(reading, TTY_EXIT_DRAIN_S)
+                except TimeoutError:
+                    data = b""
+                if not data:
+                    break
+                tty.last = monotonic_s()
+                text = decoder.decode(data)
+                if text:
+                    tty.unacked += len(text.encode())
+                    tty.unacked_chunks += 1
+                    await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text))
+            await session.close()  # what it left behind (a background job holding the terminal)
+            code = await exited
+            if text := decoder.decode(b"", final=True):
+                await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text))
+            log.info("attempt %d: interactive exec exited %d%s", msg.attempt_id, code, " (idle)" if tty.idle else "")
+            await self._send(
+                ExecResult(ref=msg.id, exit_code=128 - code if code < 0 else code, timed_out=tty.idle, truncated=False)
+            )
+        finally:
+            tty.closing = True
+            if session is not None:
+                session.finish()
+            if self._ttys.get(msg.id) is tty:
+                del self._ttys[msg.id]
+
+    async def _tty_idle(self, ref: int, tty: _Tty) -> None:
+        """Close the session ``ref`` once nothing went in or out for its ``idle_s``."""
+        while not tty.closing:
+            left = tty.last + tty.idle_s - monotonic_s()
+            if left <= 0:
+                log.info("attempt %d: interactive session %d idle for %g s: closed", tty.attempt_id, ref, tty.idle_s)
+                tty.idle = True
+                self._close_tty(tty)
+                return
+            await asyncio.sleep(min(left, 5.0))
+
     def _on_exit(self, record: AttemptRecord) -> None:
+        for tty in list(self._ttys.values()):  # the attempt's sessions end with it
+            if tty.attempt_id == record.attempt_id:
+                self._close_tty(tty)
         self.gpu.note_busy(self.runtime.busy_gpu_indices())
         if self._ws is not None:  # else the next hello reports it, with its age
             self._spawn(self._send_exit(record, None))

@@ -21,11 +21,14 @@ Both sides use :func:`encode` and :func:`decode`; :func:`decode` never raises an
 ``error`` message and the connection survives.
 
 Agent → server: ``hello``, ``heartbeat``, ``attempt``, ``log``, ``exec_output``, ``exec_result``, ``error``.
-Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``exec``, ``ack``, ``error``.
+Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``exec``, ``exec_tty``, ``exec_input``,
+``exec_resize``, ``exec_ack``, ``exec_close``, ``ack``, ``error``.
 
 ``exec``, ``exec_output`` and ``exec_result`` came later on version 1 (new types, no new field of
 an old one): an agent older than them answers an ``exec`` with ``error`` ``unknown_type`` naming
-its id, which the server reports as "the agent must be upgraded" (agent/README.md).
+its id, which the server reports as "the agent must be upgraded" (agent/README.md). So did the
+interactive session's ``exec_tty``, ``exec_input``, ``exec_resize``, ``exec_ack`` and ``exec_close``
+(``fairway exec -it``): an agent older than them answers ``exec_tty`` with ``unknown_type``.
 """
 
 from __future__ import annotations
@@ -454,6 +457,74 @@ class ExecResult(Message):
     message: Text = ""
 
 
+EXEC_TTY_WINDOW = 256 * 1024
+"""Most bytes of an interactive session's output (``exec_tty``) the agent sends before the server
+acknowledges them (``exec_ack``): a reader that does not read holds at most this much anywhere."""
+EXEC_TTY_WINDOW_CHUNKS = 32
+"""Most ``exec_output`` messages of one session not yet acknowledged (the server's channel layer
+holds 100 messages a channel: many small chunks must not fill it)."""
+EXEC_TTY_MAX_IDLE_S = 7 * 24 * 3600
+"""Longest ``exec_tty.idle_s``, seconds."""
+TtySize = Annotated[int, Range(1, 4096)]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecTty(Message):
+    """Server → agent: run ``command`` inside the running attempt ``attempt_id``'s containment, as
+    ``exec`` does, on a new pseudo-terminal of ``rows`` × ``cols`` (an interactive session:
+    ``fairway exec -it``). Its output comes as ``exec_output`` (``stream`` ``stdout``, ``ref`` this
+    message's id), at most :data:`EXEC_TTY_WINDOW` bytes (UTF-8 of ``data``) and
+    :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of the ``exec_ack``s; its end as one
+    ``exec_result``; an ``error`` naming it when it cannot run. Nothing in or out for ``idle_s``
+    seconds ends it, as do ``exec_close`` and the connection's end."""
+
+    TYPE: ClassVar[str] = "exec_tty"
+    attempt_id: Id
+    command: Annotated[list[Arg], Size(4096, 1)]
+    rows: TtySize
+    cols: TtySize
+    idle_s: Annotated[int, Range(1, EXEC_TTY_MAX_IDLE_S)]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecInput(Message):
+    """Server → agent: ``data`` (UTF-8) for the terminal of the ``exec_tty`` whose id is ``ref``."""
+
+    TYPE: ClassVar[str] = "exec_input"
+    ref: Seq
+    data: Annotated[str, Size(EXEC_CHUNK_BYTES)]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResize(Message):
+    """Server → agent: the terminal of the ``exec_tty`` ``ref`` is now ``rows`` × ``cols``."""
+
+    TYPE: ClassVar[str] = "exec_resize"
+    ref: Seq
+    rows: TtySize
+    cols: TtySize
+
+
+@dataclass(frozen=True, slots=True)
+class ExecAck(Message):
+    """Server → agent: ``chunks`` more ``exec_output`` messages of the ``exec_tty`` ``ref``,
+    ``bytes`` bytes of output (UTF-8 of their ``data``), were delivered to its reader."""
+
+    TYPE: ClassVar[str] = "exec_ack"
+    ref: Seq
+    bytes: Annotated[int, Range(0, 1 << 30)]
+    chunks: Annotated[int, Range(0, 1 << 20)]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecClose(Message):
+    """Server → agent: end the ``exec_tty`` ``ref`` (its reader left): SIGHUP, then its process tree
+    is killed; answered by its ``exec_result``."""
+
+    TYPE: ClassVar[str] = "exec_close"
+    ref: Seq
+
+
 @dataclass(frozen=True, slots=True)
 class Ack(Message):
     """Server → agent: the message with id ``ack`` was processed."""
@@ -478,13 +549,21 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
         Exec,
         ExecOutput,
         ExecResult,
+        ExecTty,
+        ExecInput,
+        ExecResize,
+        ExecAck,
+        ExecClose,
     )
 }
 AGENT_MESSAGE_TYPES: frozenset[str] = frozenset(
     {"hello", "heartbeat", "attempt", "log", "exec_output", "exec_result", "error"}
 )
 """Types an agent sends (a server decodes with ``allowed=AGENT_MESSAGE_TYPES``)."""
-SERVER_MESSAGE_TYPES: frozenset[str] = frozenset({"welcome", "start", "stop", "logs", "exec", "ack", "error"})
+SERVER_MESSAGE_TYPES: frozenset[str] = frozenset(
+    {"welcome", "start", "stop", "logs", "exec", "ack", "error"}
+    | {"exec_tty", "exec_input", "exec_resize", "exec_ack", "exec_close"}
+)
 """Types a server sends (an agent decodes with ``allowed=SERVER_MESSAGE_TYPES``)."""
 
 _ENVELOPE_KEYS = ("v", "type", "id")

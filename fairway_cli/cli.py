@@ -1233,6 +1233,8 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     control characters escaped on one (as ``fairway logs``)."""
     if not args.command:
         raise CliError(EXIT_USAGE, "give the command after --: fairway exec ID -- nvidia-smi")
+    if args.stdin or args.tty:
+        return _exec_interactive(args, config)
     body: dict[str, Any] = {"command": list(args.command), "timeout": args.timeout}
     if args.attempt is not None:
         body["attempt"] = args.attempt
@@ -1260,6 +1262,39 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     if done.get("timed_out"):
         err.write(f"fairway: killed after {args.timeout:g} s (--timeout)\n")
     return int(done["exit_code"])
+
+
+def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
+    """``fairway exec -it ID -- CMD``: CMD on a terminal inside one's running workload, this
+    terminal in raw mode for it (kubectl's ``exec -it``, Slurm's ``srun --pty --overlap``;
+    ``fairway_cli.session``); its exit code ours."""
+    from fairway_cli import session
+    from fairway_cli.wsclient import WebSocketError
+
+    if not (args.stdin and args.tty):
+        raise CliError(EXIT_USAGE, "an interactive session takes both -i and -t: fairway exec -it ID -- bash")
+    if args.json:
+        raise CliError(EXIT_USAGE, "--json is for a one-shot command, not an interactive session (-it)")
+    try:
+        stdin_fd = sys.stdin.fileno()
+    except (OSError, ValueError):  # no descriptor at all (io.UnsupportedOperation is both)
+        stdin_fd = -1
+    if stdin_fd < 0 or not os.isatty(stdin_fd):
+        raise CliError(EXIT_USAGE, "-t needs a terminal: stdin is not one (leave out -it to run a one-shot command)")
+    wid = _workload_id(args.id)
+    rows, cols = session.terminal_size(stdin_fd)
+    first = {"workload": wid, "attempt": args.attempt, "command": list(args.command), "tty": True}
+    try:
+        ws, _started = session.open_session(
+            config.server, config.token, f"fairway-cli/{__version__}", {**first, "rows": rows, "cols": cols}
+        )
+        return session.relay(ws, stdin_fd, sys.stdout.buffer, raw=True)
+    except session.SessionRefused as exc:
+        if exc.code in ("not_authenticated", "authentication_failed"):
+            raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`") from None
+        raise CliError(EXIT_API, f"workload {wid}: {exc.message}", exc.code) from None
+    except WebSocketError as exc:
+        raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
 
 
 def _resubmission(args: argparse.Namespace) -> dict[str, Any]:
@@ -2675,9 +2710,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         "exec",
         cmd_exec,
-        "run a command once inside your running workload (no TTY, no stdin): fairway exec ID -- nvidia-smi",
+        "run a command inside your running workload: once (fairway exec ID -- nvidia-smi) or on a terminal "
+        "(fairway exec -it ID -- bash)",
     )
     p.add_argument("id", help="your running workload")
+    p.add_argument("-i", "--stdin", action="store_true", help="send this terminal's input to the command (with -t)")
+    p.add_argument("-t", "--tty", action="store_true", help="run it on a terminal, interactively (with -i: -it)")
     p.add_argument(
         "--timeout", type=_positive_int, default=60, help="seconds before the command is killed (default 60, max 600)"
     )

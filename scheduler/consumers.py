@@ -72,6 +72,8 @@ CLOSE_SUPERSEDED = 4409
 MAX_PENDING_LOG_REQUESTS = 64
 MAX_PENDING_EXECS = 16
 """One-shot commands (``exec``) one connection waits on at once; another is answered ``busy``."""
+MAX_TTY_SESSIONS = 64
+"""Interactive sessions (``exec_tty``) one connection relays at once; another is answered ``busy``."""
 INBOX_MAX = 256
 """Messages of one connection read and not yet handled; beyond, the socket is read no further
 until one is (an agent sends a heartbeat every few seconds and an event per attempt change)."""
@@ -486,6 +488,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.log_requests: dict[int, tuple[int, str]] = {}
         # ``exec`` message id -> its output so far (stdout, stderr, bytes kept) and reply channel
         self.exec_requests: dict[int, _PendingExec] = {}
+        # ``exec_tty`` message id -> the channel of its reader's session (scheduler.exec_session)
+        self.tty_sessions: dict[int, str] = {}
         self.lock = asyncio.Lock()
         # messages read and not yet handled (_handle_inbox), with their receipt times
         self.inbox: asyncio.Queue[tuple[protocol.Message, datetime]] = asyncio.Queue(maxsize=INBOX_MAX)
@@ -626,6 +630,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
             with contextlib.suppress(Exception):
                 await self.channel_layer.send(waiting.reply_to, {"type": "exec.reply", "error": "host_offline"})
         self.exec_requests.clear()
+        for reader in self.tty_sessions.values():  # the agent ends them when its connection ends
+            with contextlib.suppress(Exception):
+                await self.channel_layer.send(reader, {"type": "exec.tty.end", "error": "host_offline"})
+        self.tty_sessions.clear()
         if code == CLOSE_SERVICE_RESTART:  # uvicorn's graceful shutdown (SIGTERM): the process stops
             gateway.hub().stop()
         await self._finish_inbox()
@@ -858,11 +866,20 @@ class AgentConsumer(AsyncWebsocketConsumer):
             waiting = self.exec_requests.get(msg.ref)
             if waiting is not None:
                 waiting.add(msg.stream, msg.data)
+            elif (reader := self.tty_sessions.get(msg.ref)) is not None:
+                await self._to_reader(msg.ref, reader, {"type": "exec.tty.output", "data": msg.data})
         elif isinstance(msg, protocol.ExecResult):
             waiting = self.exec_requests.pop(msg.ref, None)
             if waiting is not None:
                 await self.channel_layer.send(waiting.reply_to, waiting.reply(msg))
+            elif (reader := self.tty_sessions.pop(msg.ref, None)) is not None:
+                end = {"exit_code": msg.exit_code, "timed_out": msg.timed_out, "message": msg.message}
+                await self._to_reader(msg.ref, reader, {"type": "exec.tty.end", **end})
         elif isinstance(msg, protocol.Error):
+            reader = self.tty_sessions.pop(msg.ref, None) if msg.ref is not None else None
+            if reader is not None:
+                await self._to_reader(msg.ref, reader, {**_exec_refusal(msg), "type": "exec.tty.end"})
+                return
             ran = self.exec_requests.pop(msg.ref, None) if msg.ref is not None else None
             if ran is not None:
                 await self.channel_layer.send(ran.reply_to, _exec_refusal(msg))
@@ -975,6 +992,64 @@ class AgentConsumer(AsyncWebsocketConsumer):
         wait_s = int(event["timeout_s"]) + gateway.EXEC_REPLY_GRACE_S
         self.exec_requests[self.seq + 1] = _PendingExec(reply_to, max_output, deadline=now + wait_s)
         await self.send_msg(msg)
+
+    # --- interactive sessions (``exec_tty``: scheduler.exec_session relays a reader's websocket) ---
+
+    async def _to_reader(self, ref: int, reader: str, message: dict[str, Any]) -> None:
+        """Send ``message`` to the session ``ref``'s reader; one whose channel is full (it reads
+        nothing: the agent's window bounds what it is sent, so a reader that is gone) ends it."""
+        try:
+            await self.channel_layer.send(reader, message)
+        except Exception:  # ChannelFull, Redis gone: the session cannot go on
+            logger.warning("interactive session %s on host %s: its reader is unreachable", ref, self.host)
+            if self.tty_sessions.pop(ref, None) is not None:
+                await self.send_msg(protocol.ExecClose(ref=ref))
+
+    async def exec_tty_open(self, event: dict[str, Any]) -> None:
+        """Group event ``exec.tty.open`` (scheduler.exec_session): ask the agent to open an
+        interactive session in an attempt; the reader is told this connection's channel and the
+        session's id (``exec.tty.opened``), then gets its output and end from here."""
+        if self.host is None or not self.hello_done or self.closing:
+            return
+        reader = str(event["reply_to"])
+        if len(self.tty_sessions) >= MAX_TTY_SESSIONS:
+            await self.channel_layer.send(reader, {"type": "exec.tty.end", "error": "busy"})
+            return
+        msg = protocol.ExecTty(
+            attempt_id=int(event["attempt_id"]),
+            command=[str(word) for word in event["command"]],
+            rows=int(event["rows"]),
+            cols=int(event["cols"]),
+            idle_s=int(event["idle_s"]),
+        )
+        try:
+            protocol.encode(msg)
+        except protocol.ProtocolError as exc:
+            await self.channel_layer.send(reader, {"type": "exec.tty.end", "error": "exec_failed", "message": str(exc)})
+            return
+        ref = self.seq + 1  # send_msg gives the message the next id; the agent's answers name it
+        self.tty_sessions[ref] = reader
+        await self.channel_layer.send(reader, {"type": "exec.tty.opened", "agent": self.channel_name, "ref": ref})
+        await self.send_msg(msg)
+
+    async def exec_tty_input(self, event: dict[str, Any]) -> None:
+        if int(event["ref"]) in self.tty_sessions:
+            await self.send_msg(protocol.ExecInput(ref=int(event["ref"]), data=str(event["data"])))
+
+    async def exec_tty_resize(self, event: dict[str, Any]) -> None:
+        if int(event["ref"]) in self.tty_sessions:
+            msg = protocol.ExecResize(ref=int(event["ref"]), rows=int(event["rows"]), cols=int(event["cols"]))
+            await self.send_msg(msg)
+
+    async def exec_tty_ack(self, event: dict[str, Any]) -> None:
+        if int(event["ref"]) in self.tty_sessions:
+            msg = protocol.ExecAck(ref=int(event["ref"]), bytes=int(event["bytes"]), chunks=int(event["chunks"]))
+            await self.send_msg(msg)
+
+    async def exec_tty_close(self, event: dict[str, Any]) -> None:
+        """The reader left: the agent ends the session (its ``exec_result`` then goes nowhere)."""
+        if self.tty_sessions.pop(int(event["ref"]), None) is not None:
+            await self.send_msg(protocol.ExecClose(ref=int(event["ref"])))
 
     async def desired_state(self, event: dict[str, Any]) -> None:
         """Group event ``desired.state``: the database changed for the hosts it names

@@ -119,13 +119,10 @@ def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None
     )
 
 
-def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, number: int | None) -> ExecAnswer:
-    """Run ``command`` in ``workload``'s running attempt (``number``, or its latest) for its owner
-    ``user``: 403 ``forbidden`` for anyone else; 409 ``not_running`` (no such attempt running: the
-    agent's confirmed start and no end), ``host_offline`` (its agent is not connected),
-    ``agent_too_old``, ``exec_failed`` (the attempt's containment could not be entered, or the
-    agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the channel layer failed:
-    nothing was sent); 504 ``exec_timeout`` (no answer within the timeout and a few seconds)."""
+def exec_target(user: Any, workload: Workload, number: int | None) -> Attempt:
+    """The running attempt (``number``, or the latest) of ``workload`` that its owner ``user`` may
+    run a command in, its host selected: 403 ``forbidden`` for anyone else, 409 ``not_running``
+    (no such attempt running: the agent's confirmed start and no end), ``host_offline``."""
     if workload.owner_id != user.pk:
         # try59: said nobody what to do: the owner may run it (whose name every list shows)
         raise _refuse(
@@ -138,6 +135,18 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
     host = attempt.host
     if host.removed_at is not None or host.state == Host.State.OFFLINE:
         raise _refuse("host_offline", f"Host {host.name} of attempt {attempt.number} is offline.", 409)
+    return attempt
+
+
+def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, number: int | None) -> ExecAnswer:
+    """Run ``command`` in ``workload``'s running attempt (``number``, or its latest) for its owner
+    ``user``: 403 ``forbidden`` for anyone else; 409 ``not_running`` (no such attempt running: the
+    agent's confirmed start and no end), ``host_offline`` (its agent is not connected),
+    ``agent_too_old``, ``exec_failed`` (the attempt's containment could not be entered, or the
+    agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the channel layer failed:
+    nothing was sent); 504 ``exec_timeout`` (no answer within the timeout and a few seconds)."""
+    attempt = exec_target(user, workload, number)
+    host = attempt.host
     global _in_flight
     with _in_flight_lock:
         mine = _in_flight_by_user.get(user.pk, 0)
@@ -168,28 +177,119 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
             bool(reply.get("truncated")),
             bool(reply.get("timed_out")),
         )
-    message = str(reply.get("message") or "")
+    raise agent_refusal(str(error), str(reply.get("message") or ""), host.name, attempt.number)
+
+
+def agent_refusal(error: str, message: str, host_name: str, number: int) -> ServiceError:
+    """The refusal of a command (one-shot or interactive) its agent answered ``error`` to, or
+    that got no answer: the API's codes and words."""
     if error == "exec_timeout":
-        raise _refuse("exec_timeout", f"The agent of host {host.name} did not answer in time ({message}).", 504)
+        return _refuse("exec_timeout", f"The agent of host {host_name} did not answer in time ({message}).", 504)
     if error == "unavailable":
-        raise _refuse(
+        return _refuse(
             "exec_unavailable",
             f"The server cannot reach the agents now ({message}); the command did not run. Try again shortly.",
             503,
         )
     if error == "agent_too_old":
-        raise _refuse("agent_too_old", AGENT_TOO_OLD.format(host=host.name), 409)
+        return _refuse("agent_too_old", AGENT_TOO_OLD.format(host=host_name), 409)
     if error == "host_offline":
-        raise _refuse("host_offline", f"The agent of host {host.name} is not connected.", 409)
+        return _refuse("host_offline", f"The agent of host {host_name} is not connected.", 409)
     if error in ("exec_not_running", "unknown_attempt"):
-        raise _refuse("not_running", f"Attempt {attempt.number} does not run on host {host.name}: {message}", 409)
+        return _refuse("not_running", f"Attempt {number} does not run on host {host_name}: {message}", 409)
     if error == "owner_busy":  # left60: one owner's share of the agent's slots (agent.client.MAX_EXECS)
-        raise _refuse(
+        return _refuse(
             "exec_busy",
-            f"You run {message} on host {host.name} already, as many as one person may there at once; "
+            f"You run {message} on host {host_name} already, as many as one person may there at once; "
             "try again when one has ended.",
             429,
         )
     if error == "busy":
-        raise _refuse("exec_busy", f"Host {host.name} runs too many commands at once; try again.", 429)
-    raise _refuse("exec_failed", f"The command could not run in attempt {attempt.number}: {message}", 409)
+        return _refuse("exec_busy", f"Host {host_name} runs too many commands at once; try again.", 429)
+    return _refuse("exec_failed", f"The command could not run in attempt {number}: {message}", 409)
+
+
+# --- interactive sessions (``fairway exec -it``, ``/ws/exec/``) -----------------------------------
+
+TTY_DEFAULT_SIZE = (24, 80)
+
+
+@dataclass(frozen=True, slots=True)
+class TtyTarget:
+    """Where an interactive session runs: the attempt (its wire id and number), its host (primary
+    key and name), and what to run there on a terminal of ``rows`` × ``cols``."""
+
+    wire_id: int
+    number: int
+    host_id: int
+    host_name: str
+    command: list[str]
+    rows: int
+    cols: int
+
+
+def token_user(header: str) -> Any:
+    """The user of ``header`` (``Token <key>``, the API's ``Authorization``), by the API's own
+    check (``accounts.auth.FairwayTokenAuthentication``); 401 ``not_authenticated`` otherwise."""
+    from rest_framework.exceptions import AuthenticationFailed
+
+    from accounts.auth import FairwayTokenAuthentication
+
+    words = header.split()
+    if len(words) != 2 or words[0].lower() != "token":
+        raise _refuse("not_authenticated", "Give an API token: Authorization: Token <token>.", 401)
+    try:
+        user, _token = FairwayTokenAuthentication().authenticate_credentials(words[1].encode())
+    except AuthenticationFailed as exc:
+        raise _refuse("authentication_failed", str(exc.detail), 401) from None
+    return user
+
+
+def _tty_size(data: dict[str, Any], name: str, default: int) -> int:
+    value = data.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
+        raise _refuse("invalid_size", f"{name} is a whole number, 1 to 4096.", 400, name)
+    return value
+
+
+def tty_target(user: Any, data: Any) -> TtyTarget:
+    """The first frame of ``/ws/exec/`` (``{"workload", "attempt", "command", "tty": true, "rows",
+    "cols"}``) checked for ``user`` as ``POST workloads/{id}/exec/`` is (its codes: ``forbidden``,
+    ``not_running``, ``host_offline``, ``invalid_command``, ``invalid_attempt``; 404 ``not_found``;
+    429 ``throttled``: the session counts in ``FAIRWAY_THROTTLE_EXEC``)."""
+    from types import SimpleNamespace
+
+    from agent.protocol import ExecTty
+    from config.throttling import ExecRateThrottle
+
+    throttle = ExecRateThrottle()
+    if not throttle.allow_request(SimpleNamespace(user=user, META={}), None):
+        wait = max(1, int(throttle.wait() or 1))
+        raise _refuse("throttled", f"Request was throttled. Expected available in {wait} seconds.", 429)
+    if not isinstance(data, dict):
+        raise _refuse("invalid", 'The first frame is a JSON object: {"workload": ID, "command": [...]}.', 400)
+    unknown = sorted(set(data) - {"workload", "attempt", "command", "tty", "rows", "cols"})
+    if unknown:
+        raise _refuse("unknown_field", f"Unknown field(s): {', '.join(unknown)}.", 400, unknown[0])
+    if data.get("tty", True) is not True:
+        raise _refuse("invalid_tty", "This websocket opens a terminal (tty: true); without one use POST exec/.", 400)
+    pk = data.get("workload")
+    if isinstance(pk, bool) or not isinstance(pk, int) or pk < 1:
+        raise _refuse("invalid_workload", "The workload is its id (a number).", 400, "workload")
+    command = data.get("command")
+    if (problem := command_problem(command)) is not None:
+        raise _refuse("invalid_command", problem, 400, "command")
+    number = data.get("attempt")
+    if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
+        raise _refuse("invalid_attempt", "The attempt is its number (1, 2, ...).", 400, "attempt")
+    rows = _tty_size(data, "rows", TTY_DEFAULT_SIZE[0])
+    cols = _tty_size(data, "cols", TTY_DEFAULT_SIZE[1])
+    try:
+        encode(ExecTty(attempt_id=1, command=list(command), rows=rows, cols=cols, idle_s=1))
+    except ProtocolError:
+        raise _refuse("invalid_command", "The command is too long to send to its host.", 400, "command") from None
+    workload = Workload.objects.filter(pk=pk).select_related("owner").first()
+    if workload is None:
+        raise _refuse("not_found", f"No workload {pk}.", 404)
+    attempt = exec_target(user, workload, number)
+    return TtyTarget(attempt.wire_id, attempt.number, attempt.host_id, attempt.host.name, list(command), rows, cols)

@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from agent.protocol import Mount
 from agent.runtime.isolation import Identity, IdentityError, Isolation
+from agent.runtime.tty import TtySession
 from agent.state import AttemptRecord, AttemptStore, cap_log, current_boot_id, read_log_tail
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,15 @@ class Runtime(ABC):
             ExecError: it could not run there (the runtime cannot, or the attempt does not run).
         """
         raise ExecError("unsupported", f"the {type(self).__name__} cannot run a command in an attempt")
+
+    async def exec_tty(self, attempt_id: int, command: list[str], rows: int, cols: int) -> TtySession:
+        """Start ``command`` inside the running attempt ``attempt_id``'s containment, as :meth:`exec`
+        does, on a new pseudo-terminal of ``rows`` × ``cols`` (an interactive session: ``exec_tty``).
+
+        Raises:
+            ExecError: it could not start there (the runtime cannot, or the attempt does not run).
+        """
+        raise ExecError("unsupported", f"the {type(self).__name__} cannot open a terminal in an attempt")
 
     def running_ids(self) -> list[int]:
         """Ids of the attempts running now, ascending."""

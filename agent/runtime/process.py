@@ -49,6 +49,7 @@ from agent.runtime.isolation import (
     stop_then_kill_tree,
     v1_limit_cgroups,
 )
+from agent.runtime.tty import TtySession, set_size
 from agent.state import (
     AttemptRecord,
     monotonic_s,
@@ -313,12 +314,14 @@ sys.exit(code)
 # root capability bounds as the attempt's wrapper does, switches to the attempt's identity (UID "-":
 # the agent's own, as the attempt) with no_new_privs, goes to the attempt's working directory as that
 # identity (a path swapped for a symlink since is not entered as root: iso58), and execs the command
-# with the attempt's environment. A setup step that fails writes "fail <why>" to STATUS and
-# exits 125, the command never run; STATUS is closed by the exec (close-on-exec). Without a cgroup
-# ("reap": the process-tree fallback) it forks before the switch and stays, as the agent's user, the
-# subreaper of the command, killing what the command left behind when it ends (brk59).
+# with the attempt's environment. An interactive session (``exec_tty``, payload ``tty``) first makes
+# its pseudo-terminal (its stdin, stdout, stderr) its controlling terminal. A setup step that fails
+# writes "fail <why>" to STATUS and exits 125, the command never run; STATUS is closed by the exec
+# (close-on-exec). Without a cgroup ("reap": the process-tree fallback) it forks before the switch
+# and stays, as the agent's user, the subreaper of the command, killing what the command left
+# behind when it ends (brk59); a hangup (``SIGHUP``) it passes on to the command.
 _EXEC_WRAPPER = r"""
-import ctypes, json, os, signal, sys, time
+import ctypes, fcntl, json, os, signal, sys, termios, time
 fd, status, mnt, ipc, uid, gid, groups, cmd = *map(int, sys.argv[1:5]), *sys.argv[5:8], sys.argv[8:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
@@ -365,6 +368,10 @@ def reap(child):  # the command's end: what it left behind is killed, then its e
             pass
     sys.exit(128 - code if code < 0 else code)
 try:
+    if go.get("tty"):  # an interactive session's terminal (stdin, stdout, stderr): its controlling one
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if uid != "-":  # its own, as login's: /dev/tty opens for it (the agent opened it as root)
+            os.fchown(0, int(uid), -1)
     for ns, what in ((ipc, "IPC"), (mnt, "mount")):
         if ns >= 0:
             check(libc.setns(ns, 0), f"enter the attempt's {what} namespace")
@@ -385,6 +392,8 @@ try:
         check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")
         if (child := os.fork()) != 0:
             os.close(status)  # the command's own copy says how its setup went
+            # a terminal's hangup (exec_tty's close) is the command's: passed on, its end ends this
+            signal.signal(signal.SIGHUP, lambda *_: os.kill(child, signal.SIGHUP))
             reap(child)
     if os.geteuid() == 0:
         c = 0
@@ -651,7 +660,8 @@ class ProcessRuntime(StoredRuntime):
         self._watchers: dict[int, asyncio.Task[None]] = {}
         self._starts: set[asyncio.Task[None]] = set()  # starts past the wrapper's spawn (see start)
         self._exec_contexts: dict[int, _ExecContext] = {}  # running attempts started by this agent
-        self._exec_pids: dict[int, set[int]] = {}  # attempt -> its one-shot commands' wrappers (exec)
+        self._exec_pids: dict[int, set[int]] = {}  # attempt -> its commands' wrappers (exec, exec_tty)
+        self._exec_waits: set[asyncio.Task[int]] = set()  # the interactive ones' ends (exec_tty)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -969,9 +979,21 @@ class ProcessRuntime(StoredRuntime):
         )  # fmt: skip
         self._watch(record)
 
-    async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
-        """Run ``command`` in the running attempt ``attempt_id`` as its processes run
-        (:data:`_EXEC_WRAPPER`): its cgroups, namespaces, identity, environment, directory."""
+    async def _spawn_exec(
+        self, attempt_id: int, command: list[str], *, stdin: int, stdout: int, stderr: int, tty: bool = False
+    ) -> tuple[asyncio.subprocess.Process, int]:
+        """Start ``command`` in the running attempt ``attempt_id`` as its processes run
+        (:data:`_EXEC_WRAPPER`: its cgroups, joined before its go, namespaces, Landlock scope,
+        capability bounds, identity, environment, directory; without a cgroup its wrapper stays its
+        subreaper, brk59); ``tty``: its stdin, stdout and stderr are a pseudo-terminal's, made its
+        controlling terminal. Returns the process (its own session and process group, kept in
+        ``_exec_pids`` until :meth:`_forget_exec`: the attempt's stop and end signal it) and the read
+        end of its setup status (:func:`_read_status`).
+
+        Raises:
+            ExecError: no such running attempt here (it ended meanwhile too), or its containment
+                could not be entered.
+        """
         record = self._records.get(attempt_id)
         if record is None or record.state != "running" or record.pid is None:
             raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
@@ -1005,7 +1027,7 @@ class ProcessRuntime(StoredRuntime):
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-c", _EXEC_WRAPPER, str(read_fd), str(status_w), str(mnt), str(ipc),
                 *ctx.ids, *command,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=stdin, stdout=stdout, stderr=stderr,
                 env=WRAPPER_ENV, start_new_session=True, pass_fds=(read_fd, status_w, *ns_fds),
             )  # fmt: skip
         except OSError as exc:
@@ -1018,42 +1040,54 @@ class ProcessRuntime(StoredRuntime):
         # without a cgroup, the attempt's stop and end find it here (its wrapper's tree is not theirs)
         self._exec_pids.setdefault(attempt_id, set()).add(proc.pid)
         try:
-            return await self._run_exec(attempt_id, proc, ctx, command, write_fd, status_fd, timeout_s, max_output)
+            try:
+                for path in ctx.join:  # before its go: the command never runs outside the attempt's cgroups
+                    (path / "cgroup.procs").write_text(str(proc.pid))
+            except OSError as exc:
+                raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
+            if self._exec_contexts.get(attempt_id) is not ctx:  # the attempt ended meanwhile: never its go
+                raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
+        except ExecError:
+            os.close(write_fd)
+            os.close(status_fd)
+            _killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            self._forget_exec(attempt_id, proc.pid)
+            raise
+        payload = {
+            "env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "reap": not ctx.join, "tty": tty,
+        }  # fmt: skip
+        await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
+        return proc, status_fd
+
+    def _forget_exec(self, attempt_id: int, pid: int) -> None:
+        """A command's wrapper (:meth:`_spawn_exec`) has ended: the attempt's stop no longer signals it."""
+        if (pids := self._exec_pids.get(attempt_id)) is not None:
+            pids.discard(pid)
+            if not pids:
+                del self._exec_pids[attempt_id]
+
+    async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
+        """Run ``command`` in the running attempt ``attempt_id`` as its processes run
+        (:data:`_EXEC_WRAPPER`): its cgroups, namespaces, identity, environment, directory."""
+        proc, status_fd = await self._spawn_exec(
+            attempt_id, command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            return await self._run_exec(attempt_id, proc, command, status_fd, timeout_s, max_output)
         finally:
-            if (pids := self._exec_pids.get(attempt_id)) is not None:
-                pids.discard(proc.pid)
-                if not pids:
-                    del self._exec_pids[attempt_id]
+            self._forget_exec(attempt_id, proc.pid)
 
     async def _run_exec(
         self,
         attempt_id: int,
         proc: asyncio.subprocess.Process,
-        ctx: _ExecContext,
         command: list[str],
-        write_fd: int,
         status_fd: int,
         timeout_s: float,
         max_output: int,
     ) -> ExecOutcome:
-        """:meth:`exec` from its wrapper's start: its cgroups, its go, its output and its end."""
-        try:
-            for path in ctx.join:  # before its go: the command never runs outside the attempt's cgroups
-                (path / "cgroup.procs").write_text(str(proc.pid))
-        except OSError as exc:
-            os.close(write_fd)
-            os.close(status_fd)
-            _killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
-        if self._exec_contexts.get(attempt_id) is not ctx:  # the attempt ended meanwhile: never its go
-            os.close(write_fd)
-            os.close(status_fd)
-            _killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
-        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "reap": not ctx.join}
-        await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
+        """:meth:`exec` from its go: its output and its end."""
         assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 -- PIPEs above
         out, err = _Capped(max_output), _Capped(max_output)
         readers = asyncio.gather(out.read(proc.stdout), err.read(proc.stderr))
@@ -1079,6 +1113,36 @@ class ProcessRuntime(StoredRuntime):
         code = 124 if timed_out else _exit_status(proc.returncode if proc.returncode is not None else -9)
         log.info("attempt %d: exec %s exited %d%s", attempt_id, command[:1], code, " (timed out)" if timed_out else "")
         return ExecOutcome(code, out.data(), err.data(), out.truncated or err.truncated, timed_out)
+
+    async def exec_tty(self, attempt_id: int, command: list[str], rows: int, cols: int) -> TtySession:
+        """Start ``command`` in the running attempt ``attempt_id`` as :meth:`exec` does (the same
+        wrapper, cgroups, namespaces, identity, environment), on a new pseudo-terminal, its
+        controlling terminal (:class:`agent.runtime.tty.TtySession`)."""
+        master, slave = os.openpty()
+        try:
+            set_size(slave, rows, cols)
+            os.set_inheritable(master, False)
+            proc, status_fd = await self._spawn_exec(
+                attempt_id, command, stdin=slave, stdout=slave, stderr=slave, tty=True
+            )
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        forget = asyncio.get_running_loop().create_task(proc.wait())  # as exec's: out of _exec_pids at its end
+        forget.add_done_callback(lambda _task: self._forget_exec(attempt_id, proc.pid))
+        self._exec_waits.add(forget)
+        forget.add_done_callback(self._exec_waits.discard)
+        status = await asyncio.to_thread(_read_status, status_fd)
+        session = TtySession(master, proc, stop_then_kill_tree)
+        if status.startswith(b"fail "):
+            await session.close()
+            await proc.wait()
+            session.finish()
+            raise ExecError("failed", status.removeprefix(b"fail ").decode(errors="replace"))
+        log.info("attempt %d: interactive exec %s started", attempt_id, command[:1])
+        return session
 
     def _cgroup_name(self, attempt_id: int) -> Path:
         """The attempt's cgroup below the fairway parent, per agent (several agents may share a

@@ -21,8 +21,13 @@ from agent.protocol import (
     AttemptStatus,
     Error,
     Exec,
+    ExecAck,
+    ExecClose,
+    ExecInput,
     ExecOutput,
+    ExecResize,
     ExecResult,
+    ExecTty,
     GpuInfo,
     GpuSample,
     Heartbeat,
@@ -84,6 +89,11 @@ EXAMPLES: list[Message] = [
     Exec(attempt_id=7, command=["nvidia-smi", "-L"], timeout_s=60, max_output=1 << 20, id=6),
     ExecOutput(ref=6, stream="stdout", data="GPU 0: H100\n", id=9),
     ExecResult(ref=6, exit_code=0, timed_out=False, truncated=False, id=10),
+    ExecTty(attempt_id=7, command=["bash"], rows=24, cols=80, idle_s=3600, id=11),
+    ExecInput(ref=11, data="ls\r", id=12),
+    ExecResize(ref=11, rows=50, cols=132, id=13),
+    ExecAck(ref=11, bytes=4096, chunks=1, id=14),
+    ExecClose(ref=11, id=15),
 ]
 
 
@@ -128,6 +138,11 @@ def test_every_message_type_has_an_example() -> None:
         "exec",
         "exec_output",
         "exec_result",
+        "exec_tty",
+        "exec_input",
+        "exec_resize",
+        "exec_ack",
+        "exec_close",
     }
 
 

@@ -1,0 +1,158 @@
+"""``fairway exec -it ID -- CMD``: an interactive session in one's own running workload over the
+server's ``/ws/exec/`` websocket (docs/jobs.md, "Run a command in a running workload";
+``scheduler/exec_session.py`` is the other end). The terminal is put in raw mode for the session
+and given back as it was on every way out; its size goes with the first frame and again on each
+``SIGWINCH``; the command's exit code is the CLI's."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import termios
+import threading
+import tty
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
+
+READ_BYTES = 4096
+"""Most input sent in one frame."""
+
+
+class SessionRefused(Exception):
+    """The server refused or ended the session: ``code`` (the API's: ``not_running``,
+    ``forbidden``, ``host_offline``, ``agent_too_old``, ``throttled``, ...) and its words."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(slots=True)
+class _End:
+    exit_code: int | None = None
+    timed_out: bool = False
+    refused: SessionRefused | None = None
+
+
+def websocket_url(server: str) -> str:
+    return server.rstrip("/") + "/ws/exec/"
+
+
+def terminal_size(fd: int) -> tuple[int, int]:
+    try:
+        size = os.get_terminal_size(fd)
+    except OSError:
+        return 24, 80
+    return max(1, min(size.lines, 4096)), max(1, min(size.columns, 4096))
+
+
+def open_session(
+    server: str, token: str, user_agent: str, first: dict[str, Any], timeout: float = 30.0
+) -> tuple[WebSocket, dict[str, Any]]:
+    """Connect, send the first frame ``first`` and wait for ``started`` (its frame returned).
+
+    Raises:
+        SessionRefused: the server's refusal (or ``unauthorized``: HTTP 401/403 at the upgrade).
+        WebSocketError: the server could not be reached or broke the connection.
+    """
+    ws = WebSocket(websocket_url(server), {"Authorization": f"Token {token}", "User-Agent": user_agent}, timeout)
+    try:
+        ws.send_text(json.dumps(first))
+        while True:
+            kind, payload = ws.recv()
+            if kind == OP_CLOSE:
+                raise SessionRefused("closed", "the server closed the session before it started")
+            if kind != OP_TEXT:
+                continue
+            frame = json.loads(payload)
+            if frame.get("type") == "error":
+                raise SessionRefused(str(frame.get("code")), str(frame.get("message")))
+            if frame.get("type") == "started":
+                return ws, frame
+    except BaseException:
+        ws.close()
+        raise
+
+
+def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
+    """Relay the session until it ends: ``stdin_fd`` → the command's terminal (raw mode when
+    ``raw``: restored on every way out), its output → ``stdout``; resizes on ``SIGWINCH``. Returns
+    the command's exit code.
+
+    Raises:
+        SessionRefused: the session ended without an exit code (the agent's connection ended, ...).
+    """
+    end = _End()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+
+    def wake(what: bytes) -> None:
+        with contextlib.suppress(OSError):
+            os.write(wake_w, what)
+
+    def read_server() -> None:
+        try:
+            while True:
+                kind, payload = ws.recv()
+                if kind == OP_BINARY:
+                    stdout.write(payload)
+                    stdout.flush()
+                elif kind == OP_TEXT:
+                    frame = json.loads(payload)
+                    if frame.get("type") == "exit":
+                        end.exit_code, end.timed_out = int(frame["exit_code"]), bool(frame.get("timed_out"))
+                    elif frame.get("type") == "error":
+                        end.refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
+                elif kind == OP_CLOSE:
+                    return
+        except (OSError, WebSocketError, ValueError) as exc:
+            if end.exit_code is None and end.refused is None:
+                end.refused = SessionRefused("broken", f"the connection broke: {exc}")
+        finally:
+            wake(b"x")
+
+    saved = termios.tcgetattr(stdin_fd) if raw else None
+    old_winch = signal.signal(signal.SIGWINCH, lambda *_: wake(b"w")) if raw else None
+    reader = threading.Thread(target=read_server, name="fairway-exec-reader", daemon=True)
+    try:
+        if raw:
+            tty.setraw(stdin_fd)
+        reader.start()
+        stdin_open = True
+        while True:
+            ready, _, _ = select.select([wake_r, stdin_fd] if stdin_open else [wake_r], [], [])
+            if wake_r in ready:
+                woke = os.read(wake_r, 64)
+                if b"x" in woke:
+                    break
+                if b"w" in woke:
+                    rows, cols = terminal_size(stdin_fd)
+                    ws.send_text(json.dumps({"type": "resize", "rows": rows, "cols": cols}))
+            if stdin_open and stdin_fd in ready:
+                data = os.read(stdin_fd, READ_BYTES)
+                if data:
+                    ws.send_binary(data)
+                else:  # stdin ended (not a terminal): the command's terminal gets an end of file
+                    stdin_open = False
+                    ws.send_binary(b"\x04")
+    finally:
+        if saved is not None:
+            termios.tcsetattr(stdin_fd, termios.TCSADRAIN, saved)
+        if old_winch is not None:
+            signal.signal(signal.SIGWINCH, old_winch)
+        ws.close()
+        reader.join(5)
+        os.close(wake_r)
+        os.close(wake_w)
+    if end.exit_code is not None:
+        if end.timed_out:
+            sys.stderr.write("fairway: the session was idle too long and was ended\n")
+        return end.exit_code
+    raise end.refused or SessionRefused("broken", "the session ended without an exit code")

@@ -1,0 +1,230 @@
+"""``/ws/exec/``: an interactive session in one's own running attempt (``fairway exec -it ID -- bash``;
+``kubectl exec -it``, ``srun --pty --overlap``; docs/jobs.md, "Run a command in a running workload").
+
+The API's token (``Authorization: Token``; a browser cannot set that header on a websocket, so no
+other site can open one with a visitor's session) and the one-shot exec's checks
+(:func:`scheduler.execs.tty_target`: the owner only, ``not_running``, ``host_offline``,
+``throttled``). Then the one-shot exec's path through the channel layer: ``exec.tty.open`` to the
+host's group, where the agent's connection (:class:`scheduler.consumers.AgentConsumer`) sends the
+agent an ``exec_tty`` and answers this connection its channel and the session's id; from then on
+input, resizes, acknowledgements and the close go to that channel, output and the end come back.
+
+Frames, client → server: the first, text, ``{"workload", "attempt", "command", "tty": true,
+"rows", "cols"}``; then binary frames of input (bytes for the terminal) and text frames
+``{"type": "resize", "rows", "cols"}``. Server → client: text ``{"type": "started", "attempt",
+"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` last (then
+close 1000), or ``{"type": "error", "code", "message"}`` and close 4000 + the API's status.
+
+Flow control: the agent sends at most ``EXEC_TTY_WINDOW`` bytes (and ``EXEC_TTY_WINDOW_CHUNKS``
+messages) of output ahead of the acknowledgements this connection sends once each is written to
+the reader's socket (uvicorn's send waits while the socket's buffer is full), so a reader that does
+not read holds that much, never more. The reader leaving closes the session (the agent hangs its
+terminal up and kills its process tree); the attempt ending, the agent's connection ending and
+``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import json
+import logging
+from typing import Any
+
+from channels.consumer import get_handler_name
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from agent.protocol import EXEC_CHUNK_BYTES
+from config.errors import ServiceError
+from scheduler import execs, gateway
+from scheduler.gateway import agent_db
+
+logger = logging.getLogger(__name__)
+
+OPEN_WAIT_S = 10.0
+"""How long a session waits for the agent's connection to take it before ``host_offline``."""
+MAX_FRAME_BYTES = 64 * 1024
+"""Largest input frame taken (a terminal's input comes a few bytes at a time)."""
+
+
+@agent_db
+def _token_user(header: str) -> Any:
+    return execs.token_user(header)
+
+
+@agent_db
+def _target(user: Any, data: Any) -> execs.TtyTarget:
+    return execs.tty_target(user, data)
+
+
+def _authorization(scope: dict[str, Any]) -> str:
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            return str(value.decode("latin-1").strip())
+    return ""
+
+
+class ExecSessionConsumer(AsyncWebsocketConsumer):
+    """One interactive session's websocket at ``/ws/exec/`` (module docstring)."""
+
+    async def connect(self) -> None:
+        self.user: Any = None
+        self.target: execs.TtyTarget | None = None
+        self.agent: str | None = None  # the agent connection's channel, once it took the session
+        self.ref = 0
+        self.ended = False
+        self.opening = False
+        self.open_timer: asyncio.TimerHandle | None = None
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        await self.accept()
+        try:
+            self.user = await _token_user(_authorization(self.scope))
+        except ServiceError as exc:
+            await self.refuse(exc)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its per-message trip to the thread-sensitive thread (as the
+        agent's consumer: every keystroke would wait there); the database is touched only by the
+        :func:`~scheduler.gateway.agent_db` helpers, which close their connections."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def refuse(self, exc: ServiceError) -> None:
+        """Say why (the API's code and words) and close with 4000 + the API's status."""
+        if self.ended:
+            return
+        self.ended = True
+        with contextlib.suppress(Exception):
+            await self.send(text_data=json.dumps({"type": "error", "code": exc.code, "message": exc.message}))
+            await self.close(code=4000 + exc.status)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.ended or self.user is None:
+            return
+        if self.target is None and not self.opening:
+            await self._open(text_data)
+            return
+        if self.agent is None:
+            return  # nothing is sent before the session started: the client waits for "started"
+        if bytes_data is not None:
+            if len(bytes_data) > MAX_FRAME_BYTES:
+                await self._end_with("input_too_large", f"An input frame is at most {MAX_FRAME_BYTES} bytes.", 400)
+                return
+            text = self.decoder.decode(bytes_data)
+            for at in range(0, len(text), EXEC_CHUNK_BYTES):
+                await self._to_agent({"type": "exec.tty.input", "data": text[at : at + EXEC_CHUNK_BYTES]})
+            return
+        try:
+            control = json.loads(text_data or "")
+            if control.get("type") != "resize":
+                raise ValueError(control.get("type"))
+            rows, cols = int(control["rows"]), int(control["cols"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return  # not one we know: ignored, as a terminal ignores an unknown escape
+        if 1 <= rows <= 4096 and 1 <= cols <= 4096:
+            await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
+
+    async def _open(self, text_data: str | None) -> None:
+        self.opening = True
+        try:
+            data = json.loads(text_data or "")
+        except ValueError:
+            data = None
+        try:
+            self.target = await _target(self.user, data)
+        except ServiceError as exc:
+            await self.refuse(exc)
+            return
+        target = self.target
+        await self.channel_layer.group_send(
+            gateway.host_group(target.host_id),
+            {
+                "type": "exec.tty.open",
+                "attempt_id": target.wire_id,
+                "command": target.command,
+                "rows": target.rows,
+                "cols": target.cols,
+                "idle_s": int(settings.FAIRWAY_EXEC_IDLE_TIMEOUT),
+                "reply_to": self.channel_name,
+            },
+        )
+        loop = asyncio.get_running_loop()
+        self.open_timer = loop.call_later(OPEN_WAIT_S, lambda: loop.create_task(self._not_taken()))
+
+    async def _not_taken(self) -> None:
+        if self.agent is None and self.target is not None:
+            await self._end_with_agent_error("host_offline", "")
+
+    async def _end_with(self, code: str, message: str, status: int) -> None:
+        await self._close_session()
+        await self.refuse(ServiceError(code, None, message, status=status))
+
+    async def _end_with_agent_error(self, error: str, message: str) -> None:
+        assert self.target is not None  # noqa: S101 -- only once the session was asked for
+        await self.refuse(execs.agent_refusal(error, message, self.target.host_name, self.target.number))
+
+    async def _to_agent(self, event: dict[str, Any]) -> None:
+        """``event`` to the agent connection that holds the session; one that cannot be sent (its
+        channel full: input faster than the agent's link takes it) ends the session."""
+        if self.agent is None or self.ended:
+            return
+        try:
+            await self.channel_layer.send(self.agent, {**event, "ref": self.ref})
+        except Exception:  # ChannelFull, Redis gone
+            if event["type"] != "exec.tty.close":
+                await self._end_with("input_overflow", "More input than the workload's host takes; session ended.", 409)
+
+    async def _close_session(self) -> None:
+        if self.agent is not None and not self.ended:
+            await self._to_agent({"type": "exec.tty.close"})
+            self.agent = None
+
+    async def disconnect(self, code: int) -> None:
+        if self.open_timer is not None:
+            self.open_timer.cancel()
+        await self._close_session()  # the agent hangs the terminal up, kills its process tree
+        self.ended = True
+
+    # --- from the agent's connection (scheduler.consumers.AgentConsumer) ---
+
+    async def exec_tty_opened(self, event: dict[str, Any]) -> None:
+        if self.open_timer is not None:
+            self.open_timer.cancel()
+        self.agent, self.ref = str(event["agent"]), int(event["ref"])
+        if self.ended:  # the reader left meanwhile
+            ended, self.ended = self.ended, False
+            await self._close_session()
+            self.ended = ended
+            return
+        assert self.target is not None  # noqa: S101 -- asked for by _open
+        started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
+        await self.send(text_data=json.dumps(started))
+
+    async def exec_tty_output(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            return
+        data = str(event["data"]).encode()
+        await self.send(bytes_data=data)  # waits while the reader's socket buffer is full
+        await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
+
+    async def exec_tty_end(self, event: dict[str, Any]) -> None:
+        if self.open_timer is not None:
+            self.open_timer.cancel()
+        self.agent = None  # the agent's session is over: nothing more to close there
+        if self.ended:
+            return
+        if event.get("error"):
+            await self._end_with_agent_error(str(event["error"]), str(event.get("message") or ""))
+            return
+        if event.get("exit_code") is None:
+            await self._end_with_agent_error("exec_failed", str(event.get("message") or "the command did not run"))
+            return
+        self.ended = True
+        done = {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
+        with contextlib.suppress(Exception):
+            await self.send(text_data=json.dumps(done))
+            await self.close(code=1000)

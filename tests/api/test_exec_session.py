@@ -1,0 +1,209 @@
+"""``/ws/exec/`` (scheduler.exec_session; docs/jobs.md, "Run a command in a running workload"): the
+API's token, the one-shot exec's checks and codes (owner only, not_running, host_offline,
+agent_too_old, throttled), then the relay to the agent's connection through the channel layer
+(stdin, resize, acknowledged output, the exit code; the reader leaving closes the session). The
+agent's connection is played here by a channel in the host's group; the real one, with a real
+agent: tests/e2e/test_exec_tty_e2e.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from channels.db import aclose_old_connections
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+
+from accounts.services import create_api_token
+from agent import protocol
+from config.asgi import application
+from config.throttling import ExecRateThrottle
+from scheduler import exec_session, gateway, lifecycle
+from scheduler.consumers import _exec_refusal
+from scheduler.models import Attempt, Host
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> tuple[Any, Attempt]:
+    w = do_submit_workload(researcher, **submit_kwargs())
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    return w, attempt
+
+
+def token_of(user: Any) -> str:
+    return create_api_token(user)[1]
+
+
+def _run(coro: Any) -> Any:
+    async def main() -> Any:
+        try:
+            return await coro
+        finally:
+            await aclose_old_connections()
+
+    return asyncio.run(main())
+
+
+async def _open(token: str | None, first: dict[str, Any]) -> tuple[WebsocketCommunicator, dict[str, Any]]:
+    headers = [(b"authorization", f"Token {token}".encode())] if token else []
+    comm = WebsocketCommunicator(application, "/ws/exec/", headers=headers)
+    connected, _ = await comm.connect()
+    assert connected
+    await comm.send_to(text_data=json.dumps(first))
+    return comm, json.loads(await comm.receive_from(timeout=10))
+
+
+async def _refused(token: str | None, first: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    comm, frame = await _open(token, first)
+    closed = await comm.receive_output(timeout=10)
+    await comm.wait()
+    return frame, closed.get("code")
+
+
+def first_frame(w: Any, **more: Any) -> dict[str, Any]:
+    return {"workload": w.pk, "command": ["bash"], "tty": True, "rows": 30, "cols": 100, **more}
+
+
+def test_without_a_token_it_is_refused() -> None:
+    async def run() -> Any:
+        comm = WebsocketCommunicator(application, "/ws/exec/")
+        assert (await comm.connect())[0]
+        frame = json.loads(await comm.receive_from(timeout=10))
+        closed = await comm.receive_output(timeout=10)
+        return frame, closed["code"]
+
+    frame, code = _run(run())
+    assert (frame["code"], code) == ("not_authenticated", 4401)
+
+
+@pytest.mark.parametrize("who", ["teammate", "admin"])
+def test_nobody_but_the_owner_may_open_a_session(running, who, request) -> None:
+    w, _attempt = running
+    frame, code = _run(_refused(token_of(request.getfixturevalue(who)), first_frame(w)))
+    assert (frame["type"], frame["code"], code) == ("error", "forbidden", 4403)
+
+
+def test_the_one_shot_execs_refusals(running, researcher, submit_kwargs, monkeypatch) -> None:
+    w, attempt = running
+    token = token_of(researcher)
+    held = do_submit_workload(researcher, **submit_kwargs(hold=True))
+    assert _run(_refused(token, first_frame(held)))[0]["code"] == "not_running"
+    assert _run(_refused(token, first_frame(w, attempt=2)))[0]["code"] == "not_running"
+    assert _run(_refused(token, {**first_frame(w), "workload": 10**9}))[0]["code"] == "not_found"
+    assert _run(_refused(token, first_frame(w, command=[])))[0]["code"] == "invalid_command"
+    assert _run(_refused(token, first_frame(w, tty=False)))[0]["code"] == "invalid_tty"
+    assert _run(_refused(token, first_frame(w, rows=0)))[0]["code"] == "invalid_size"
+    Host.objects.filter(pk=attempt.host_id).update(state=Host.State.OFFLINE)
+    assert _run(_refused(token, first_frame(w))) == (
+        {"type": "error", "code": "host_offline", "message": f"Host {attempt.host.name} of attempt 1 is offline."},
+        4409,
+    )
+    monkeypatch.setattr(ExecRateThrottle, "allow_request", lambda self, request, view: False)
+    monkeypatch.setattr(ExecRateThrottle, "wait", lambda self: 30.0)
+    frame, code = _run(_refused(token, first_frame(w)))
+    assert (frame["code"], code) == ("throttled", 4429)
+
+
+async def _fake_agent(host_id: int) -> tuple[Any, str]:
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(gateway.host_group(host_id), channel)
+    return layer, channel
+
+
+def test_the_session_is_relayed_to_the_agents_connection_and_back(running, researcher) -> None:
+    w, attempt = running
+    token = token_of(researcher)
+
+    async def run() -> None:
+        layer, agent = await _fake_agent(attempt.host_id)
+        headers = [(b"authorization", f"Token {token}".encode())]
+        comm = WebsocketCommunicator(application, "/ws/exec/", headers=headers)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=json.dumps(first_frame(w)))
+        opened = await asyncio.wait_for(layer.receive(agent), 10)
+        assert opened["type"] == "exec.tty.open"
+        assert (opened["attempt_id"], opened["command"], opened["rows"], opened["cols"]) == (
+            attempt.wire_id,
+            ["bash"],
+            30,
+            100,
+        )
+        assert opened["idle_s"] == 3600
+        reader = opened["reply_to"]
+        await layer.send(reader, {"type": "exec.tty.opened", "agent": agent, "ref": 7})
+        assert json.loads(await comm.receive_from(timeout=10)) == {"type": "started", "attempt": 1, "host": "a100-1"}
+        await comm.send_to(bytes_data="é\n".encode())
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["ref"], got["data"]) == ("exec.tty.input", 7, "é\n")
+        await comm.send_to(text_data=json.dumps({"type": "resize", "rows": 50, "cols": 132}))
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["rows"], got["cols"]) == ("exec.tty.resize", 50, 132)
+        await layer.send(reader, {"type": "exec.tty.output", "data": "héllo\r\n"})
+        assert await comm.receive_output(timeout=10) == {"type": "websocket.send", "bytes": "héllo\r\n".encode()}
+        got = await asyncio.wait_for(layer.receive(agent), 10)  # delivered: the agent may send more
+        assert (got["type"], got["bytes"], got["chunks"]) == ("exec.tty.ack", len("héllo\r\n".encode()), 1)
+        await layer.send(reader, {"type": "exec.tty.end", "exit_code": 3, "timed_out": False, "message": ""})
+        assert json.loads(await comm.receive_from(timeout=10)) == {"type": "exit", "exit_code": 3, "timed_out": False}
+        assert (await comm.receive_output(timeout=10))["code"] == 1000
+
+    _run(run())
+
+
+def test_the_reader_leaving_closes_the_session(running, researcher) -> None:
+    w, attempt = running
+    token = token_of(researcher)
+
+    async def run() -> None:
+        layer, agent = await _fake_agent(attempt.host_id)
+        comm, _ = None, None
+        headers = [(b"authorization", f"Token {token}".encode())]
+        comm = WebsocketCommunicator(application, "/ws/exec/", headers=headers)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=json.dumps(first_frame(w)))
+        opened = await asyncio.wait_for(layer.receive(agent), 10)
+        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 9})
+        assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
+        await comm.disconnect()
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["ref"]) == ("exec.tty.close", 9)
+
+    _run(run())
+
+
+def test_an_agent_older_than_sessions_must_be_upgraded(running, researcher) -> None:
+    w, attempt = running
+    token = token_of(researcher)
+    old = _exec_refusal(protocol.Error(code=protocol.ERR_UNKNOWN_TYPE, message="unknown message type 'exec_tty'"))
+
+    async def run() -> tuple[dict[str, Any], int]:
+        layer, agent = await _fake_agent(attempt.host_id)
+        headers = [(b"authorization", f"Token {token}".encode())]
+        comm = WebsocketCommunicator(application, "/ws/exec/", headers=headers)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=json.dumps(first_frame(w)))
+        opened = await asyncio.wait_for(layer.receive(agent), 10)
+        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 1})
+        await comm.receive_from(timeout=10)  # started
+        await layer.send(opened["reply_to"], {**old, "type": "exec.tty.end"})
+        frame = json.loads(await comm.receive_from(timeout=10))
+        return frame, (await comm.receive_output(timeout=10))["code"]
+
+    frame, code = _run(run())
+    assert (frame["code"], code) == ("agent_too_old", 4409)
+    assert "must be upgraded" in frame["message"]
+
+
+def test_no_agent_taking_the_session_is_host_offline(running, researcher, monkeypatch) -> None:
+    w, _attempt = running
+    monkeypatch.setattr(exec_session, "OPEN_WAIT_S", 0.2)
+    frame, code = _run(_refused(token_of(researcher), first_frame(w)))
+    assert (frame["code"], code) == ("host_offline", 4409)
