@@ -157,6 +157,7 @@ def test_the_session_is_relayed_to_the_agents_connection_and_back(running, resea
         await layer.send(reader, {"type": "exec.tty.end", "exit_code": 3, "timed_out": False, "message": ""})
         assert json.loads(await comm.receive_from(timeout=10)) == {"type": "exit", "exit_code": 3, "timed_out": False}
         assert (await comm.receive_output(timeout=10))["code"] == 1000
+        await comm.disconnect()  # it ends by itself, not cancelled (see test_without_a_token_it_is_refused)
 
     _run(run())
 
@@ -198,7 +199,9 @@ def test_an_agent_older_than_sessions_must_be_upgraded(running, researcher) -> N
         await comm.receive_from(timeout=10)  # started
         await layer.send(opened["reply_to"], {**old, "type": "exec.tty.end"})
         frame = json.loads(await comm.receive_from(timeout=10))
-        return frame, (await comm.receive_output(timeout=10))["code"]
+        closed = await comm.receive_output(timeout=10)
+        await comm.disconnect()  # it ends by itself, not cancelled (see test_without_a_token_it_is_refused)
+        return frame, closed["code"]
 
     frame, code = _run(run())
     assert (frame["code"], code) == ("agent_too_old", 4409)
