@@ -1231,8 +1231,9 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     command in a running workload"); its stdout and stderr to ours, its exit code ours (124: killed
     at the timeout). No TTY, no stdin. Written as it came when not to a terminal (``> file``), its
     control characters escaped on one (as ``fairway logs``)."""
-    if not args.command:
-        raise CliError(EXIT_USAGE, "give the command after --: fairway exec ID -- nvidia-smi")
+    if not args.command:  # try60: -it was shown the one-shot's example
+        example = "fairway exec -it ID -- bash" if args.stdin or args.tty else "fairway exec ID -- nvidia-smi"
+        raise CliError(EXIT_USAGE, f"give the command after --: {example}")
     if args.stdin or args.tty:
         return _exec_interactive(args, config)
     body: dict[str, Any] = {"command": list(args.command), "timeout": args.timeout}
@@ -1292,7 +1293,8 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
     except session.SessionRefused as exc:
         if exc.code in ("not_authenticated", "authentication_failed"):
             raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`") from None
-        raise CliError(EXIT_API, f"workload {wid}: {exc.message}", exc.code) from None
+        # try60: names the flag typed (--attempt), as the one-shot's refusal does
+        raise CliError(EXIT_API, f"workload {wid}: {in_flags(exc.message)}", exc.code) from None
     except WebSocketError as exc:
         raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
 
@@ -2717,7 +2719,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--stdin", action="store_true", help="send this terminal's input to the command (with -t)")
     p.add_argument("-t", "--tty", action="store_true", help="run it on a terminal, interactively (with -i: -it)")
     p.add_argument(
-        "--timeout", type=_positive_int, default=60, help="seconds before the command is killed (default 60, max 600)"
+        "--timeout",
+        type=_positive_int,
+        default=60,
+        help="seconds before a one-shot command is killed (default 60, max 600; not with -it)",
     )
     p.add_argument("--attempt", type=_positive_int, help="its attempt number (default: the latest)")
     p.add_argument("command", nargs="*", help="-- program args...")

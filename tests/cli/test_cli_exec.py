@@ -77,3 +77,40 @@ def test_an_interactive_session_needs_both_flags_and_a_terminal(monkeypatch, res
     err = run_cli(monkeypatch, researcher, "exec", "-it", wid, "--", "bash", expect=EXIT_USAGE)
     assert "needs a terminal" in err  # the test's stdin is not one
     assert agent["asked"] == []
+
+
+def test_try60_an_interactive_session_without_a_command_shows_the_interactive_example(
+    monkeypatch, researcher, running, agent
+):
+    err = run_cli(monkeypatch, researcher, "exec", "-it", str(running.pk), expect=EXIT_USAGE)
+    assert "give the command after --: fairway exec -it ID -- bash" in err, err
+    err = run_cli(monkeypatch, researcher, "exec", str(running.pk), expect=EXIT_USAGE)
+    assert "give the command after --: fairway exec ID -- nvidia-smi" in err, err
+
+
+def test_try60_an_interactive_sessions_refusal_names_the_flag_typed(monkeypatch, researcher, running, agent):
+    """try60: the -it refusal of a wrong --attempt said "leave out the attempt" (left60 fixed the one-shot's)."""
+    from fairway_cli import cli, session
+    from scheduler.execs import not_running_words
+
+    words = not_running_words(running, running.attempts.all(), None, 5)
+    assert "leave out the attempt" in words  # the API's field, as the server says it
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise session.SessionRefused("not_running", words)
+
+    monkeypatch.setattr(session, "open_session", refuse)
+    monkeypatch.setattr(cli.os, "isatty", lambda _fd: True)
+    monkeypatch.setattr(cli.sys.stdin, "fileno", lambda: 0, raising=False)
+    monkeypatch.setattr(session, "terminal_size", lambda _fd: (24, 80))
+    err = run_cli(
+        monkeypatch, researcher, "exec", "-it", "--attempt", "5", str(running.pk), "--", "bash", expect=EXIT_API
+    )
+    assert "its running attempt is 1 (leave out --attempt to run in it)" in err, err
+    assert "leave out the attempt" not in err
+
+
+def test_try60_the_timeout_help_says_it_is_not_for_a_session(monkeypatch, researcher, capsys):
+    run_cli(monkeypatch, researcher, "exec", "--help", expect=0)  # argparse writes it to sys.stdout
+    out = capsys.readouterr().out
+    assert "not with -it" in " ".join(out.split()), out
