@@ -19,7 +19,7 @@ from django.conf import settings
 
 from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode, one_persons_share
 from config.errors import ServiceError
-from fairway_cli.words import LEAVE_OUT_ATTEMPT
+from fairway_cli.words import HOLD_WORDS, LEAVE_OUT_ATTEMPT
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
 from scheduler.services import already_final_words, command_problem
@@ -101,7 +101,7 @@ def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None
     if workload.state in Workload.FINAL_STATES:
         return (
             f"{already_final_words([workload.state])} A command runs only in a running attempt; "
-            "its logs keep what it wrote."
+            f"its logs keep what it wrote (fairway logs {pk})."
         )
     running = attempts.filter(started_at__isnull=False, ended_at__isnull=True).order_by("-number").first()
     if number is not None and running is not None:
@@ -113,6 +113,12 @@ def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None
         return f"{which}: its running attempt is {running.number} ({LEAVE_OUT_ATTEMPT})."
     if attempt is not None and attempt.started_at is None and attempt.ended_at is None:
         return f"Attempt {attempt.number} of workload {pk} is starting: try again once its host has started it."
+    if workload.hold in HOLD_WORDS:  # it never starts while held (try60: "try again once it has started")
+        who = "an admin releases it" if workload.hold == "admin" else f"it is released (fairway release {pk})"
+        return (
+            f"Workload {pk} is pending, {HOLD_WORDS[workload.hold]}: it starts only once {who}, and a command "
+            "runs only in a running attempt."
+        )
     return (
         f"Workload {pk} is {workload.state}: a command runs only in a running attempt, so try again once it has "
         f"started (its estimated start is on its page and in fairway show {pk})."

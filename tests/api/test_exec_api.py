@@ -85,14 +85,18 @@ def test_not_running_says_what_to_do(running, researcher, submit_kwargs, researc
     w, attempt = running
     said = detail(w.pk, attempt=2)
     assert "has no attempt 2" in said and "its running attempt is 1" in said, said
-    pending = do_submit_workload(researcher, **submit_kwargs(hold=True))
+    pending = do_submit_workload(researcher, **submit_kwargs())
     said = detail(pending.pk)
     assert f"Workload {pending.pk} is pending" in said and "once it has started" in said, said
     assert f"fairway show {pending.pk}" in said, said
+    # try60: a held one never starts until released: "try again once it has started" waited for ever
+    held = do_submit_workload(researcher, **submit_kwargs(hold=True))
+    said = detail(held.pk)
+    assert "held by its owner" in said and f"once it is released (fairway release {held.pk})" in said, said
     lifecycle.attempt_exited(attempt.host, attempt.pk, 0)
     w.refresh_from_db()
     said = detail(w.pk)
-    assert f"has already ended ({w.state})" in said and "logs" in said, said
+    assert f"has already ended ({w.state})" in said and f"(fairway logs {w.pk})" in said, said
     assert agent_answers[1:] == []
 
 
