@@ -226,3 +226,22 @@ def host_scratch_dir(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=HOST_SCRATCH))
     os.chmod(path, 0o755)  # noqa: S103 -- others may traverse it
     return path
+
+
+def bobs_home(base: Path) -> tuple[Any, Any, Path]:
+    """An owner-mode isolation (dedicated ``fwt-`` accounts), the identity of ``iso-bob`` in it, and
+    bob's home under ``base``: mode 0700, holding ``notes/`` (0755) with ``plan.txt`` (0644), all
+    bob's: files only the home's mode keeps from others (iso58's symlink probes). Needs root."""
+    from agent.runtime.isolation import Isolation, IsolationConfig
+
+    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
+    bob = isolation.resolve("iso-bob", None, None, (), cluster_allows_root=False)
+    home = base / "home-bob"
+    (home / "notes").mkdir(parents=True)
+    (home / "notes" / "plan.txt").write_text("bob's plan\n")
+    os.chmod(home / "notes", 0o755)  # noqa: S103 -- bob's home (0700) kept it
+    os.chmod(home / "notes" / "plan.txt", 0o644)  # noqa: S103 -- likewise
+    os.chmod(home, 0o700)
+    for p in (home, home / "notes", home / "notes" / "plan.txt"):
+        os.chown(p, bob.uid, bob.gid)
+    return isolation, bob, home

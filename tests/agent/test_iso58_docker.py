@@ -14,12 +14,12 @@ import pytest
 
 pytest.importorskip("docker")
 
+from agent_testkit import bobs_home  # noqa: E402
 from test_docker_runtime import podman, run_async, runtime, spec  # noqa: E402, F401 -- the podman fixture
 
 from agent.protocol import Mount  # noqa: E402
 from agent.runtime.base import StartError  # noqa: E402
 from agent.runtime.docker import LABEL_ATTEMPT, DockerRuntime, container_spec  # noqa: E402
-from agent.runtime.isolation import Isolation, IsolationConfig  # noqa: E402
 
 CAP = 1 << 20
 FLOOD = "head -c 24000000 /dev/zero | tr '\\0' x; echo; echo THE-END; sleep 3"  # 24 MB, then still running
@@ -74,19 +74,10 @@ def test_a_mount_whose_path_leads_where_its_owner_cannot_reach_fails_to_start(po
     0644: their home's mode was all that kept them). A container's mount must now lie where its
     owner reaches it on the host, as the process runtime checks for its working directory: the
     start fails naming the directory."""
-    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
-    bob = isolation.resolve("iso-bob", None, None, (), cluster_allows_root=False)
     base = Path(tempfile.mkdtemp(prefix="fw-iso58-", dir="/var/lib"))
     try:
         os.chmod(base, 0o755)  # noqa: S103 -- as /var/lib: others may traverse
-        home = base / "home-bob"  # bob's home, 0700, and in it a directory of mode 0755
-        (home / "notes").mkdir(parents=True)
-        (home / "notes" / "plan.txt").write_text("bob's plan\n")
-        os.chmod(home / "notes", 0o755)  # noqa: S103 -- bob's home (0700) kept it
-        os.chmod(home / "notes" / "plan.txt", 0o644)  # noqa: S103 -- likewise
-        os.chmod(home, 0o700)
-        for p in (home, home / "notes", home / "notes" / "plan.txt"):
-            os.chown(p, bob.uid, bob.gid)
+        isolation, bob, home = bobs_home(base)  # bob's home, 0700, and in it a directory of mode 0755
         scratch = base / "scratch"  # world-writable, sticky: the owner's entry is the owner's to change
         scratch.mkdir()
         os.chmod(scratch, 0o1777)  # noqa: S103 -- a shared scratch space

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_testkit import REPO_ROOT, FakeServer, kill_leftovers, run_async
+from agent_testkit import REPO_ROOT, FakeServer, bobs_home, kill_leftovers, run_async
 
 from agent.gpu.fake import fake_gpu_uuid
 from agent.protocol import AttemptEvent, Hello, Owner, Start
@@ -128,18 +128,8 @@ def test_an_attempt_enters_its_working_directory_as_its_owner(host_dir: Path, mo
     (the check passed here, as a lost race) leaves it outside, exit 126, saying why."""
     from agent.protocol import Mount
     from agent.runtime import process
-    from agent.runtime.isolation import Isolation, IsolationConfig
 
-    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
-    bob = isolation.resolve("iso-bob", None, None, (), cluster_allows_root=False)
-    home = host_dir / "home-bob"
-    (home / "notes").mkdir(parents=True)
-    (home / "notes" / "plan.txt").write_text("bob's plan\n")
-    os.chmod(home / "notes", 0o755)  # noqa: S103 -- bob's home (0700) kept it
-    os.chmod(home / "notes" / "plan.txt", 0o644)  # noqa: S103 -- likewise
-    os.chmod(home, 0o700)
-    for p in (home, home / "notes", home / "notes" / "plan.txt"):
-        os.chown(p, bob.uid, bob.gid)
+    isolation, bob, home = bobs_home(host_dir)
     scratch = host_dir / "scratch"
     scratch.mkdir()
     os.chmod(scratch, 0o1777)  # noqa: S103 -- a shared scratch space
@@ -278,18 +268,8 @@ def test_the_paths_kept_in_a_private_tmp_are_opened_as_the_attempts_owner(
     opens them with the owner's file-system identity: the start fails, nothing bound. (The swap is
     simulated: the paths are handed over unresolved.)"""
     from agent.runtime import process
-    from agent.runtime.isolation import Isolation, IsolationConfig
 
-    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
-    bob = isolation.resolve("iso-bob", None, None, (), cluster_allows_root=False)
-    home = host_dir / "home-bob"
-    (home / "notes").mkdir(parents=True)
-    (home / "notes" / "plan.txt").write_text("bob's plan\n")
-    os.chmod(home / "notes", 0o755)  # noqa: S103 -- bob's home (0700) kept it
-    os.chmod(home / "notes" / "plan.txt", 0o644)  # noqa: S103 -- likewise
-    os.chmod(home, 0o700)
-    for p in (home, home / "notes", home / "notes" / "plan.txt"):
-        os.chown(p, bob.uid, bob.gid)
+    isolation, bob, home = bobs_home(host_dir)
     scratch = Path(tempfile.mkdtemp(prefix="fw-iso58-", dir="/tmp"))
     os.chmod(scratch, 0o1777)  # noqa: S103 -- as /tmp
     (scratch / "d").symlink_to(home / "notes")
