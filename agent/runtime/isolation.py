@@ -814,6 +814,121 @@ def mount_problem(path: str, uid: int, gids: set[int]) -> str | None:
     return access_problem(path, uid, gids, 0)  # want 0: nothing of the directory itself
 
 
+_OPEN_AS_OWNER = """
+import os, socket, sys
+s = socket.socket(fileno=int(sys.argv[1]))
+os.setgroups([int(g) for g in sys.argv[4].split(",") if g])  # the owner's whole identity, for good:
+os.setgid(int(sys.argv[3]))  # started as the agent's user (it may run this interpreter, the owner
+os.setuid(int(sys.argv[2]))  # may not), nothing is looked up before this
+fds = []
+for p in sys.argv[5:]:
+    try:
+        fds.append(os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+    except OSError as exc:
+        s.sendall(b"fail " + os.fsencode(p) + b"\\0" + exc.strerror.encode())
+        sys.exit(1)
+socket.send_fds(s, [b"ok"], fds)
+"""
+
+
+def open_dirs_as(ident: Identity, paths: list[str], timeout_s: float = 30.0) -> list[int]:
+    """``paths`` opened (``O_PATH``, directories) by a child that drops to ``ident`` for good before
+    it looks anything up: each component with the owner's own permissions, symlinks followed as the
+    owner may follow them, at this moment. The descriptors come back over a socket (``SCM_RIGHTS``).
+
+    Raises:
+        OSError: a path the owner cannot reach (``filename``: which one, ``strerror``: why).
+    """
+    import socket
+    import sys
+
+    if not paths:
+        return []
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with ours:
+        try:
+            child = subprocess.Popen(  # noqa: S603 -- this interpreter, a fixed program
+                [sys.executable, "-I", "-c", _OPEN_AS_OWNER, str(theirs.fileno()), str(ident.uid), str(ident.gid),
+                 ",".join(str(g) for g in ident.groups), *paths],
+                pass_fds=(theirs.fileno(),), env={}, cwd="/", stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        finally:
+            theirs.close()
+        ours.settimeout(timeout_s)
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(ours, 4096, len(paths))
+        except OSError:
+            child.kill()
+            raise
+        finally:
+            child.wait()
+    if msg != b"ok" or len(fds) != len(paths):
+        for fd in fds:
+            os.close(fd)
+        path, _, why = msg.removeprefix(b"fail ").partition(b"\0")
+        if not why:
+            raise OSError(errno.EACCES, "the owner's lookup ended without an answer")
+        raise OSError(errno.EACCES, why.decode(errors="replace"), os.fsdecode(path))
+    return fds
+
+
+_MS_BIND, _MNT_DETACH = 0x1000, 2
+
+
+def _libc_mount_call(name: str, *args: Any) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def stage_dirs_as(ident: Identity, paths: list[str], staging: Path) -> list[Path]:
+    """The directories ``paths`` as ``ident`` reaches them now (:func:`open_dirs_as`), each bound
+    (as root) at ``staging/<n>``: a path of root's own directories, which nobody else can change,
+    for the container engine to bind in their place. The engine binds what it is given as root,
+    following symlinks, after the agent's check: a component of a mount's path that its owner
+    swapped for a symlink in between gave a container a directory under another owner's 0700 home
+    (iso61; docs/isolation.md). :func:`unstage` removes them (the engine's bind of each holds on).
+
+    Raises:
+        OSError: a path the owner cannot reach (``filename`` set), or a bind that failed.
+    """
+    fds = open_dirs_as(ident, paths)
+    made: list[Path] = []
+    try:
+        staging.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        staging.mkdir(mode=0o700)
+        for n, fd in enumerate(fds):
+            target = staging / str(n)
+            target.mkdir(mode=0o700)
+            _libc_mount_call("mount", f"/proc/self/fd/{fd}".encode(), os.fsencode(target), None, _MS_BIND, None)
+            made.append(target)
+    except OSError:
+        unstage(staging)
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return made
+
+
+def unstage(staging: Path) -> None:
+    """Unmount and remove what :func:`stage_dirs_as` made under ``staging`` (also what an agent that
+    died in the middle of a start left); never follows a symlink, never removes a mount's files."""
+    if not staging.is_dir() or staging.is_symlink():
+        return
+    for target in staging.iterdir():
+        with contextlib.suppress(OSError):
+            _libc_mount_call("umount2", os.fsencode(target), _MNT_DETACH | 8)  # UMOUNT_NOFOLLOW
+        with contextlib.suppress(OSError):
+            target.rmdir()  # an empty directory once unmounted; else kept (never its files)
+    with contextlib.suppress(OSError):
+        staging.rmdir()
+
+
 def usable_by_others(path: str) -> bool:
     """Whether an unprivileged account of its own could run the program ``path`` (e.g. the Python
     of a development checkout under a 0700 home is not): the demo and e2e tests ask this."""
