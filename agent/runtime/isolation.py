@@ -873,7 +873,7 @@ def open_dirs_as(ident: Identity, paths: list[str], timeout_s: float = 30.0) -> 
     return fds
 
 
-_MS_BIND, _MNT_DETACH = 0x1000, 2
+_MS_BIND, _MS_REC, _MNT_DETACH = 0x1000, 0x4000, 2
 
 
 def _libc_mount_call(name: str, *args: Any) -> None:
@@ -904,7 +904,7 @@ def stage_dirs_as(ident: Identity, paths: list[str], staging: Path) -> list[Path
         for n, fd in enumerate(fds):
             target = staging / str(n)
             target.mkdir(mode=0o700)
-            _libc_mount_call("mount", f"/proc/self/fd/{fd}".encode(), os.fsencode(target), None, _MS_BIND, None)
+            _libc_mount_call("mount", f"/proc/self/fd/{fd}".encode(), os.fsencode(target), None, _MS_BIND | _MS_REC, None)
             made.append(target)
     except OSError:
         unstage(staging)
