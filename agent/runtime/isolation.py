@@ -904,7 +904,8 @@ def stage_dirs_as(ident: Identity, paths: list[str], staging: Path) -> list[Path
         for n, fd in enumerate(fds):
             target = staging / str(n)
             target.mkdir(mode=0o700)
-            _libc_mount_call("mount", f"/proc/self/fd/{fd}".encode(), os.fsencode(target), None, _MS_BIND | _MS_REC, None)
+            source = f"/proc/self/fd/{fd}".encode()
+            _libc_mount_call("mount", source, os.fsencode(target), None, _MS_BIND | _MS_REC, None)
             made.append(target)
     except OSError:
         unstage(staging)
