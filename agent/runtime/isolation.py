@@ -704,6 +704,25 @@ def landlock_scope_problem() -> str:
     return ""
 
 
+# --- a /proc of the attempt's own (iso61) -----------------------------------------------------------
+
+PRIVATE_PROC_KERNEL = (5, 8)
+"""Linux 5.8 made every proc mount a superblock of its own, with its own ``hidepid``. Before, the
+mounts of one PID namespace shared one, and a proc mounted with ``hidepid`` for an attempt would
+have hidden the processes of the host's own ``/proc`` too (the wrapper's ``hidepid=invisible``,
+5.8's spelling, is refused there anyway, changing nothing)."""
+
+
+def private_proc_problem(release: str | None = None) -> str:
+    """'' when the wrapper can give each attempt a ``/proc`` of its own with ``hidepid=invisible``
+    (docs/isolation.md), else why not."""
+    release = release or os.uname().release
+    found = re.match(r"(\d+)\.(\d+)", release)
+    if found is None or (int(found[1]), int(found[2])) < PRIVATE_PROC_KERNEL:
+        return f"Linux {release} (needs 5.8: a proc mount of its own)"
+    return ""
+
+
 # --- the process-tree fallback ----------------------------------------------------------------------
 
 
@@ -1051,6 +1070,7 @@ class Isolation:
     limits: LimitSetup | None = None
     devices: DeviceSetup | None = None
     sockets: str | None = None  # "": abstract unix sockets and signals kept to each attempt (Landlock), else why not
+    proc: str | None = None  # "": each attempt gets a /proc showing only its own processes, else why not
     min_gid: int = 0  # admin-set gids below it need both root consents (config.min_gid, else the host's GID_MIN)
 
     def __post_init__(self) -> None:
@@ -1064,6 +1084,8 @@ class Isolation:
             self.devices = detect_devices(self.cgroups)
         if self.sockets is None:
             self.sockets = "the agent is not root" if not self.is_root else landlock_scope_problem()
+        if self.proc is None:
+            self.proc = "the agent is not root" if not self.is_root else private_proc_problem()
 
     @property
     def is_root(self) -> bool:
@@ -1198,6 +1220,7 @@ class Isolation:
             "devices": self.devices.kind,
             "abstract_sockets": "private" if not self.sockets else f"shared ({self.sockets})",
             "signals": "private" if not self.sockets else f"shared ({self.sockets})",
+            "processes": "private" if not self.proc else f"shared ({self.proc})",
             "container_network": self.config.container_network,
             "allow_root": self.config.allow_root,
             "warnings": warnings,

@@ -192,6 +192,11 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
                 os.close(stand_in)
         except OSError as e:
             refuse(f"cannot hide the host's other GPUs: {e}")
+        if tmp.get("proc"):  # a proc of its own, hiding what the attempt may not ptrace-read (iso61)
+            try:  # MS_NOSUID|MS_NODEV|MS_NOEXEC; a new instance (Linux 5.8): the host's /proc is untouched
+                check(libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, b"hidepid=invisible"), "proc on /proc")
+            except OSError as e:
+                print(f"fairway: /proc shows the host's other processes ({e})", file=sys.stderr, flush=True)
 elif hide["nodes"]:  # a non-root agent makes no mounts
     print("fairway: the host's other GPUs stay reachable (the agent is not root: no mount namespace)",
           file=sys.stderr, flush=True)
@@ -773,6 +778,7 @@ class ProcessRuntime(StoredRuntime):
                 self._fail(record, f"cannot make the private /var/tmp: {exc}")
             record.var_tmp = str(var_tmp or "")  # removed when the attempt ends, or with a failed start
             tmp = private_tmp_payload(spec, keep, tmpdir, var_tmp)
+            tmp["proc"] = not self.isolation.proc  # a /proc of its own (iso61)
             if hide["nodes"]:
                 try:
                     make_stand_in(self.store.state_dir / GPU_STAND_IN)

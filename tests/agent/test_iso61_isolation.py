@@ -1,0 +1,75 @@
+"""iso61: attacks from one owner's attempt on another's, with a real root agent (``process``
+runtime); docs/isolation.md. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agent_testkit import run_async
+from test_agent_isolation import log_of, needs_root, open_state, owner_isolation, runtime, spec  # noqa: F401
+
+from agent.runtime.isolation import descendants
+
+SECRET_ARG = "--hf-token=iso61-alices-token-in-her-command-line"  # noqa: S105 -- a test value
+
+# Bob's probe: every pid it is given, by its /proc entry; then what it sees of its own.
+PROBE = r"""
+for p in "$@"; do
+    [ -e /proc/$p ] && echo "SEEN $p $(tr '\0' ' ' </proc/$p/cmdline 2>&1) $(head -c 80 /proc/$p/mountinfo)"
+done
+for d in /proc/[0-9]*; do
+    u=$(awk '/^Uid:/ {print $2}' $d/status 2>/dev/null)
+    [ -n "$u" ] && [ "$u" != "$(id -u)" ] && echo "OTHER ${d#/proc/} uid $u"
+done
+sleep 7 & echo "own child: $(tr '\0' ' ' </proc/$!/cmdline)"; kill $!
+grep -q MemTotal /proc/meminfo && echo "meminfo read"
+echo probed
+"""
+
+
+@needs_root
+def test_an_attempt_sees_no_process_of_another_attempt_in_proc(open_state: Path) -> None:  # noqa: F811
+    """iso61: ``/proc/<pid>/cmdline`` is world-readable, and so are ``status``, ``mountinfo``,
+    ``cgroup``, ``sched`` and ``limits``: bob's attempt read alice's command line (a token passed as
+    an argument, ``--hf-token=…``, is common), and from her mount table which GPUs she held and the
+    paths she works in. An attempt now gets a ``/proc`` of its own with ``hidepid=invisible``
+    (Linux ≥ 5.8: a new proc instance, the host's untouched): other owners' processes, root's (the
+    agent, the wrappers) and the owner's own outside the attempt (its Landlock domain) are not
+    there; its own are, and the rest of ``/proc``."""
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        a = await rt.start(spec(1, ["sh", "-c", 'sleep 30; : "$0"', SECRET_ARG], owner="iso-alice"))
+        assert a.pid is not None
+        for _ in range(100):
+            pids = descendants(a.pid)
+            if any(SECRET_ARG in Path(f"/proc/{p}/cmdline").read_text() for p in pids):  # noqa: ASYNC240
+                break
+            await asyncio.sleep(0.05)
+        targets = [str(a.pid), *map(str, pids)]
+        await rt.start(spec(2, ["sh", "-c", PROBE, "probe", *targets], owner="iso-bob"))
+        done = await asyncio.wait_for(exits.get(), 15)
+        out = log_of(rt, 2)
+        assert done.attempt_id == 2 and done.exit_code == 0, out
+        assert "probed" in out and "meminfo read" in out and "own child: sleep 7" in out, out
+        assert "SEEN" not in out and SECRET_ARG not in out, out
+        assert "OTHER" not in out, out
+        await rt.stop(1, 1)
+
+    run_async(scenario())
+
+
+def test_a_private_proc_needs_linux_5_8_and_the_host_state_says_so() -> None:
+    """Before Linux 5.8 the proc mounts of a PID namespace shared one superblock: a ``hidepid`` for
+    one attempt would have hidden every process from the host's own ``/proc`` too."""
+    from agent.runtime.isolation import Isolation, IsolationConfig, private_proc_problem
+
+    assert private_proc_problem("5.4.0-150-generic") == "Linux 5.4.0-150-generic (needs 5.8: a proc mount of its own)"
+    assert private_proc_problem("4.18.0-553.el8_10.x86_64").startswith("Linux 4.18.0")
+    assert private_proc_problem("5.8.0") == private_proc_problem("6.18.44-fc-v1300") == ""
+    isolation = Isolation(
+        IsolationConfig(mode="agent", cgroup="off"), proc="Linux 5.4.0 (needs 5.8: a proc mount of its own)"
+    )
+    assert isolation.status()["processes"] == "shared (Linux 5.4.0 (needs 5.8: a proc mount of its own))"
+    assert Isolation(IsolationConfig(mode="agent", cgroup="off"), proc="").status()["processes"] == "private"
