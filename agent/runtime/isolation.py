@@ -1242,6 +1242,22 @@ def attempt_env(spec_env: Mapping[str, str], ident: Identity, agent_path: str | 
 
 TMPFS_PRIVATE = ("/tmp", "/dev/shm")  # noqa: S108 -- made private, not used
 """Where each attempt of a root agent gets a fresh tmpfs of its own (docs/isolation.md)."""
+RUN_LOCK = "/run/lock"
+"""The host's lock directory (``/var/lock``): world-writable on Debian and Ubuntu, where each attempt
+then gets a small tmpfs of its own there too (iso61: one owner's attempt read the file another's had
+left there, which stayed on the host after both ended)."""
+
+
+def shared_run_lock(path: str = RUN_LOCK) -> str:
+    """``path`` resolved when it is a world-writable directory (so shared between attempts), else ''."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return ""
+    return real if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o002 else ""
+
+
 PRIVATE_TMP = (*TMPFS_PRIVATE, "/var/tmp")  # noqa: S108 -- made private, not used
 """Where each attempt of a root agent gets a directory of its own: the tmpfs above, and on /var/tmp a
 disk-backed directory of its own (:func:`make_private_var_tmp`)."""

@@ -4,8 +4,10 @@ runtime); docs/isolation.md. Each test failed before its fix."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
+import pytest
 from agent_testkit import run_async
 from test_agent_isolation import log_of, needs_root, open_state, owner_isolation, runtime, spec  # noqa: F401
 
@@ -73,3 +75,50 @@ def test_a_private_proc_needs_linux_5_8_and_the_host_state_says_so() -> None:
     )
     assert isolation.status()["processes"] == "shared (Linux 5.4.0 (needs 5.8: a proc mount of its own))"
     assert Isolation(IsolationConfig(mode="agent", cgroup="off"), proc="").status()["processes"] == "private"
+
+
+@needs_root
+def test_attempts_do_not_share_the_hosts_run_lock(open_state: Path) -> None:  # noqa: F811
+    """iso61: ``/run/lock`` (``/var/lock``) is world-writable on Debian and Ubuntu (mode 1777), and
+    was the host's in every attempt: a file alice's attempt left there (0644 with the commands'
+    umask 022) was read by bob's, and stayed on the host after both ended. Where the host's is
+    world-writable, an attempt gets a tmpfs of its own there, as on ``/tmp``."""
+    lock = Path("/run/lock")
+    if not lock.is_dir() or not lock.stat().st_mode & 0o002:
+        pytest.skip("the host's /run/lock is not world-writable: nothing shared there")
+    name = f"iso61-{os.getpid()}"
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        await rt.start(spec(1, ["sh", "-c", f"echo alices > /run/lock/{name} && echo wrote"], owner="iso-alice"))
+        assert (await asyncio.wait_for(exits.get(), 10)).exit_code == 0, log_of(rt, 1)
+        assert "wrote" in log_of(rt, 1)
+        await rt.start(spec(2, ["sh", "-c", f"cat /run/lock/{name}; echo probed"], owner="iso-bob"))
+        assert (await asyncio.wait_for(exits.get(), 10)).attempt_id == 2
+        assert "alices" not in log_of(rt, 2) and "probed" in log_of(rt, 2), log_of(rt, 2)
+
+    try:
+        run_async(scenario())
+        assert not (lock / name).exists()  # nothing left on the host
+    finally:
+        (lock / name).unlink(missing_ok=True)
+
+
+@needs_root
+def test_an_attempts_own_home_is_removed_when_it_ends(open_state: Path) -> None:  # noqa: F811
+    """iso61: an identity without a home gets ``<state>/attempts/<id>.d/home`` (mode 0700), where
+    caches land (``~/.cache/huggingface``: GBs) and stayed on the agent's disk, in its state dir,
+    until the record was forgotten (a day, a week unacknowledged), as the temporary files of the
+    fallback ``TMPDIR`` did not. Nothing but the attempt uses it: it goes when the attempt ends."""
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        script = 'mkdir -p "$HOME/.cache" && echo cached > "$HOME/.cache/model" && echo "home $HOME"'
+        await rt.start(spec(1, ["sh", "-c", script], owner="iso-alice"))
+        assert (await asyncio.wait_for(exits.get(), 10)).exit_code == 0, log_of(rt, 1)
+        home = rt.store.run_dir(1) / "home"
+        assert f"home {home}" in log_of(rt, 1)
+        assert not home.exists()  # noqa: ASYNC240
+        assert rt.store.run_dir(1).is_dir()  # noqa: ASYNC240 -- the rest of the run dir goes with the record
+
+    run_async(scenario())
