@@ -924,7 +924,10 @@ def stage_dirs_as(ident: Identity, paths: list[str], staging: Path) -> list[Path
             target = staging / str(n)
             target.mkdir(mode=0o700)
             source = f"/proc/self/fd/{fd}".encode()
-            _libc_mount_call("mount", source, os.fsencode(target), None, _MS_BIND | _MS_REC, None)
+            try:
+                _libc_mount_call("mount", source, os.fsencode(target), None, _MS_BIND | _MS_REC, None)
+            except OSError as exc:  # e.g. an agent without CAP_SYS_ADMIN in its mount namespace
+                raise OSError(exc.errno, f"cannot bind it for the engine: {exc.strerror}", paths[n]) from None
             made.append(target)
     except OSError:
         unstage(staging)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from pathlib import Path
 
 import pytest
-from agent_testkit import run_async
+from agent_testkit import host_scratch_dir, run_async
 from test_agent_isolation import log_of, needs_root, open_state, owner_isolation, runtime, spec  # noqa: F401
 
 from agent.runtime.isolation import descendants
@@ -122,3 +123,42 @@ def test_an_attempts_own_home_is_removed_when_it_ends(open_state: Path) -> None:
         assert rt.store.run_dir(1).is_dir()  # noqa: ASYNC240 -- the rest of the run dir goes with the record
 
     run_async(scenario())
+
+
+@needs_root
+def test_a_mount_is_staged_as_its_owner_reaches_it_and_unstaged_without_a_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The docker runtime's staging of a mount (``isolation.stage_dirs_as``, iso61): the directory
+    the owner reaches, bound at a root-only path; a bind the agent cannot make fails naming the
+    mount's path, and leaves nothing."""
+    import agent.runtime.isolation as isolation_module
+    from agent.runtime.isolation import stage_dirs_as, unstage
+
+    alice = owner_isolation().resolve("iso-alice", None, None, (), cluster_allows_root=False)
+    base = host_scratch_dir("fw-iso61-")  # others reach it (pytest's tmp_path lies under a 0700 directory)
+    try:
+        shared = base / "shared"
+        shared.mkdir()
+        (shared / "data").write_text("alice's data\n")
+        staging = base / "state" / "mounts" / "7"
+        (staged,) = stage_dirs_as(alice, [str(shared)], staging)
+        assert staged == staging / "0" and (staged / "data").read_text() == "alice's data\n"
+        assert str(staged) in Path("/proc/self/mountinfo").read_text()
+        unstage(staging)
+        assert not staging.exists() and (shared / "data").exists()
+        assert str(staged) not in Path("/proc/self/mountinfo").read_text()
+
+        def refused(name: str, *args: object) -> None:
+            raise OSError(1, "Operation not permitted")
+
+        monkeypatch.setattr(isolation_module, "_libc_mount_call", refused)
+        with pytest.raises(OSError) as info:
+            stage_dirs_as(alice, [str(shared)], staging)
+        assert info.value.filename == str(shared)
+        assert info.value.strerror == "cannot bind it for the engine: Operation not permitted"
+        assert not staging.exists()
+    finally:
+        monkeypatch.undo()
+        unstage(base / "state" / "mounts" / "7")
+        shutil.rmtree(base, ignore_errors=True)
