@@ -260,7 +260,12 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         assert self.target is not None  # noqa: S101 -- asked for by _open
         started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
-        await self.send(text_data=json.dumps(started))
+        try:
+            await self.send(text_data=json.dumps(started))
+        except OSError:  # the reader left meanwhile (uvicorn's ClientDisconnected): as above
+            await self._close_session()
+            self.ended = True
+            self._release()
 
     async def exec_tty_output(self, event: dict[str, Any]) -> None:
         if self.ended:
@@ -268,9 +273,13 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         data = str(event["data"]).encode()
         try:  # waits while the reader's socket buffer is full
             await asyncio.wait_for(self.send(bytes_data=data), READER_STALL_S)
-        except TimeoutError:  # a reader gone without a word, its buffers full (module docstring)
-            logger.info("interactive session of attempt %s: its reader took nothing for %g s: ended",
-                        self.target.wire_id if self.target else "?", READER_STALL_S)  # fmt: skip
+        except (TimeoutError, OSError) as exc:  # OSError: uvicorn's ClientDisconnected (exl61: the
+            # handler failed there, and the disconnect that follows was never handled: the session
+            # lived on to the idle timeout); TimeoutError: a reader gone without a word, its buffers full
+            why = f"took nothing for {READER_STALL_S:g} s" if isinstance(exc, TimeoutError) else "left"
+            logger.info(
+                "interactive session of attempt %s ended: its reader %s", self.target and self.target.wire_id, why
+            )
             await self._close_session()
             self.ended = True
             self._release()

@@ -167,3 +167,33 @@ def test_a_reader_that_stopped_reading_ends_the_session_within_a_bound(running, 
         await comm.disconnect()
 
     _run(run())
+
+
+def test_a_send_to_a_reader_gone_meanwhile_closes_the_session(running, researcher, monkeypatch) -> None:
+    """The reader's socket lost while output was on its way: uvicorn's send raises
+    ``ClientDisconnected``; the handler failing there left the session (the agent's command, this
+    process's count of sessions) for the idle timeout, its disconnect never handled."""
+    w, attempt = running
+    token = token_of(researcher)
+
+    async def run() -> None:
+        layer, agent = await _fake_agent(attempt.host_id)
+        comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=json.dumps(first_frame(w)))
+        opened = await asyncio.wait_for(layer.receive(agent), 10)
+        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 5})
+        assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
+        assert exec_session.sessions_held() == 1
+
+        async def lost(self: Any, text_data: Any = None, bytes_data: Any = None, close: Any = False) -> None:
+            raise OSError("ClientDisconnected")  # uvicorn's is an OSError
+
+        monkeypatch.setattr(exec_session.ExecSessionConsumer, "send", lost)
+        await layer.send(opened["reply_to"], {"type": "exec.tty.output", "data": "x"})
+        got = await asyncio.wait_for(layer.receive(agent), 5)
+        assert (got["type"], got["ref"]) == ("exec.tty.close", 5)
+        assert exec_session.sessions_held() == 0
+        await comm.disconnect()
+
+    _run(run())
