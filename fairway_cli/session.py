@@ -28,10 +28,11 @@ class SessionRefused(Exception):
     """The server refused or ended the session: ``code`` (the API's: ``not_running``,
     ``forbidden``, ``host_offline``, ``agent_too_old``, ``throttled``, ...) and its words."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, from_server: bool = True) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.from_server = from_server  # the server's code and words, not the CLI's ("closed", "broken")
 
 
 @dataclass(slots=True)
@@ -68,7 +69,7 @@ def open_session(
         while True:
             kind, payload = ws.recv()
             if kind == OP_CLOSE:
-                raise SessionRefused("closed", "the server closed the session before it started")
+                raise SessionRefused("closed", "the server closed the session before it started", from_server=False)
             if kind != OP_TEXT:
                 continue
             frame = json.loads(payload)
@@ -114,7 +115,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                     return
         except (OSError, WebSocketError, ValueError) as exc:
             if end.exit_code is None and end.refused is None:
-                end.refused = SessionRefused("broken", f"the connection broke: {exc}")
+                end.refused = SessionRefused("broken", f"the connection broke: {exc}", from_server=False)
         finally:
             wake(b"x")
 
@@ -155,4 +156,4 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
         if end.timed_out:
             sys.stderr.write("fairway: the session was idle too long and was ended\n")
         return end.exit_code
-    raise end.refused or SessionRefused("broken", "the session ended without an exit code")
+    raise end.refused or SessionRefused("broken", "the session ended without an exit code", from_server=False)

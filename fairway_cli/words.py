@@ -37,7 +37,10 @@ LEAVE_OUT_ATTEMPT = "leave out the attempt to run in it"
 (``scheduler.execs.not_running_words``): the API's field; ``fairway exec`` says its flag
 instead (:data:`FLAG_OF_FIELD`, left60)."""
 
-FLAG_OF_FIELD = {LEAVE_OUT_ATTEMPT: "leave out --attempt to run in it"}
+LEAVE_OUT_RANK = "leave out the rank"
+"""What ``exec``'s ``invalid_rank`` says to do of an attempt on one host (``scheduler.execs.exec_host``, exl61)."""
+
+FLAG_OF_FIELD = {LEAVE_OUT_ATTEMPT: "leave out --attempt to run in it", LEAVE_OUT_RANK: "leave out --rank"}
 """The server's words naming an API field → the CLI's, naming the flag the person typed (as
 ``fairway_cli.cli.MISSING_WORDS`` names ``-M`` for ``min_runtime``)."""
 

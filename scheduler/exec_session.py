@@ -21,6 +21,12 @@ the reader's socket (uvicorn's send waits while the socket's buffer is full), so
 not read holds that much, never more. The reader leaving closes the session (the agent hangs its
 terminal up and kills its process tree); the attempt ending, the agent's connection ending and
 ``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too.
+
+A reader gone without a word (exl61): an idle one's socket is closed by the web process's keepalive
+(uvicorn's pings, ``scheduler.management.commands.serve``: within 3 minutes); one whose socket's
+buffers are full never answers, and the keepalive's close waits on those buffers, so a send that
+waited :data:`READER_STALL_S` ends the session. A web process holds at most
+``FAIRWAY_EXEC_MAX_SESSIONS`` sessions, one person at most half (:func:`agent.protocol.one_persons_share`).
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from agent.protocol import EXEC_CHUNK_BYTES
+from agent.protocol import EXEC_CHUNK_BYTES, one_persons_share
 from config.errors import ServiceError
 from scheduler import execs, gateway
 from scheduler.gateway import agent_db
+from scheduler.management.commands.serve import WS_PING_INTERVAL_S, WS_PING_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +54,46 @@ OPEN_WAIT_S = 10.0
 """How long a session waits for the agent's connection to take it before ``host_offline``."""
 MAX_FRAME_BYTES = 64 * 1024
 """Largest input frame taken (a terminal's input comes a few bytes at a time)."""
+READER_STALL_S = WS_PING_INTERVAL_S + WS_PING_TIMEOUT_S
+"""How long a send of output to the reader may wait (its socket's buffers full) before the session
+ends: the keepalive's bound on an idle reader gone (180 s), so an abandoned session ends within it
+either way."""
+
+_held: dict[int, int] = {}
+"""Sessions this web process holds, by user (``FAIRWAY_EXEC_MAX_SESSIONS``)."""
+
+
+def sessions_held() -> int:
+    """Interactive sessions this web process holds now."""
+    return sum(_held.values())
+
+
+def _take_session(user_id: int) -> None:
+    """Count a session of ``user_id``'s: 429 ``exec_busy`` past ``FAIRWAY_EXEC_MAX_SESSIONS`` or,
+    of them, one person's share (as the one-shot commands' slots, ``scheduler.execs``)."""
+    cap = int(settings.FAIRWAY_EXEC_MAX_SESSIONS)
+    mine = _held.get(user_id, 0)
+    if mine >= one_persons_share(cap):
+        raise ServiceError(
+            "exec_busy",
+            None,
+            f"You hold {mine} interactive session(s) on this server already, as many as one person may at once; "
+            "try again when one has ended.",
+            status=429,
+        )
+    if sessions_held() >= cap:
+        raise ServiceError(
+            "exec_busy",
+            None,
+            f"This server holds {cap} interactive session(s), as many as it may at once; try again shortly.",
+            status=429,
+        )
+    _held[user_id] = mine + 1
+
+
+def _give_back_session(user_id: int) -> None:
+    if (left := _held.pop(user_id, 1) - 1) > 0:
+        _held[user_id] = left
 
 
 @agent_db
@@ -76,6 +123,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         self.ref = 0
         self.ended = False
         self.opening = False
+        self.counted = False  # holds one of FAIRWAY_EXEC_MAX_SESSIONS
         self.open_timer: asyncio.TimerHandle | None = None
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         await self.accept()
@@ -98,6 +146,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         if self.ended:
             return
         self.ended = True
+        self._release()
         with contextlib.suppress(Exception):
             await self.send(text_data=json.dumps({"type": "error", "code": exc.code, "message": exc.message}))
             await self.close(code=4000 + exc.status)
@@ -136,9 +185,11 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             data = None
         try:
             self.target = await _target(self.user, data)
+            _take_session(self.user.pk)
         except ServiceError as exc:
             await self.refuse(exc)
             return
+        self.counted = True
         target = self.target
         await self.channel_layer.group_send(
             gateway.host_group(target.host_id),
@@ -159,13 +210,19 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         if self.agent is None and self.target is not None:
             await self._end_with_agent_error("host_offline", "")
 
+    def _release(self) -> None:
+        if self.counted:
+            self.counted = False
+            _give_back_session(self.user.pk)
+
     async def _end_with(self, code: str, message: str, status: int) -> None:
         await self._close_session()
         await self.refuse(ServiceError(code, None, message, status=status))
 
     async def _end_with_agent_error(self, error: str, message: str) -> None:
         assert self.target is not None  # noqa: S101 -- only once the session was asked for
-        await self.refuse(execs.agent_refusal(error, message, self.target.host_name, self.target.number))
+        target = self.target
+        await self.refuse(execs.agent_refusal(error, message, target.host_name, target.number, target.workload_id))
 
     async def _to_agent(self, event: dict[str, Any]) -> None:
         """``event`` to the agent connection that holds the session; one that cannot be sent (its
@@ -188,6 +245,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             self.open_timer.cancel()
         await self._close_session()  # the agent hangs the terminal up, kills its process tree
         self.ended = True
+        self._release()
 
     # --- from the agent's connection (scheduler.consumers.AgentConsumer) ---
 
@@ -202,13 +260,32 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         assert self.target is not None  # noqa: S101 -- asked for by _open
         started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
-        await self.send(text_data=json.dumps(started))
+        try:
+            await self.send(text_data=json.dumps(started))
+        except OSError:  # the reader left meanwhile (uvicorn's ClientDisconnected): as above
+            await self._close_session()
+            self.ended = True
+            self._release()
 
     async def exec_tty_output(self, event: dict[str, Any]) -> None:
         if self.ended:
             return
         data = str(event["data"]).encode()
-        await self.send(bytes_data=data)  # waits while the reader's socket buffer is full
+        try:  # waits while the reader's socket buffer is full
+            await asyncio.wait_for(self.send(bytes_data=data), READER_STALL_S)
+        except (TimeoutError, OSError) as exc:  # OSError: uvicorn's ClientDisconnected (exl61: the
+            # handler failed there, and the disconnect that follows was never handled: the session
+            # lived on to the idle timeout); TimeoutError: a reader gone without a word, its buffers full
+            why = f"took nothing for {READER_STALL_S:g} s" if isinstance(exc, TimeoutError) else "left"
+            logger.info(
+                "interactive session of attempt %s ended: its reader %s", self.target and self.target.wire_id, why
+            )
+            await self._close_session()
+            self.ended = True
+            self._release()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.close(code=1011), 1)
+            return
         await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
 
     async def exec_tty_end(self, event: dict[str, Any]) -> None:
@@ -224,6 +301,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             await self._end_with_agent_error("exec_failed", str(event.get("message") or "the command did not run"))
             return
         self.ended = True
+        self._release()
         done = {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
         with contextlib.suppress(Exception):
             await self.send(text_data=json.dumps(done))

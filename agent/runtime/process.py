@@ -1017,8 +1017,8 @@ class ProcessRuntime(StoredRuntime):
             raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
         ctx = self._exec_contexts.get(attempt_id)
         if ctx is None:
-            raise ExecError(
-                "unsupported",
+            raise ExecError(  # the server's words: scheduler.execs.READOPTED_WORDS
+                "readopted",
                 f"attempt {attempt_id} was started before this agent's last restart: its environment is "
                 "kept in memory only (never on disk), so a command cannot run in it",
             )
