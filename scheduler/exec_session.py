@@ -123,7 +123,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             if control.get("type") != "resize":
                 raise ValueError(control.get("type"))
             rows, cols = int(control["rows"]), int(control["cols"])
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # brk61: rows Infinity
             return  # not one we know: ignored, as a terminal ignores an unknown escape
         if 1 <= rows <= 4096 and 1 <= cols <= 4096:
             await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})

@@ -213,3 +213,37 @@ def test_no_agent_taking_the_session_is_host_offline(running, researcher, monkey
     monkeypatch.setattr(exec_session, "OPEN_WAIT_S", 0.2)
     frame, code = _run(_refused(token_of(researcher), first_frame(w)))
     assert (frame["code"], code) == ("host_offline", 4409)
+
+
+async def _started(token: str, w: Any, host_id: int, ref: int = 5) -> tuple[WebsocketCommunicator, Any, str, str]:
+    """A session the fake agent connection (:func:`_fake_agent`) took: (reader's socket, layer,
+    the agent's channel, the reader's channel)."""
+    layer, agent = await _fake_agent(host_id)
+    comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
+    assert (await comm.connect())[0]
+    await comm.send_to(text_data=json.dumps(first_frame(w)))
+    opened = await asyncio.wait_for(layer.receive(agent), 10)
+    await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": ref})
+    assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
+    return comm, layer, agent, opened["reply_to"]
+
+
+@pytest.mark.parametrize("size", ["Infinity", "-Infinity", "NaN", '"x"', "1e400"])
+def test_brk61_a_resize_of_no_number_is_ignored_and_the_session_goes_on(running, researcher, size) -> None:
+    """brk61: ``{"type": "resize", "rows": Infinity}`` (JSON as Python reads it) raised
+    OverflowError out of the consumer: the socket closed 1011 and the agent's session was never
+    closed (its shell lived on until the idle timeout, an hour)."""
+    w, attempt = running
+    token = token_of(researcher)
+
+    async def run() -> None:
+        comm, layer, agent, _reader = await _started(token, w, attempt.host_id)
+        await comm.send_to(text_data=f'{{"type": "resize", "rows": {size}, "cols": 80}}')
+        await comm.send_to(text_data=json.dumps({"type": "resize", "rows": 40, "cols": 90}))
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["rows"], got["cols"]) == ("exec.tty.resize", 40, 90)
+        await comm.disconnect()
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert got["type"] == "exec.tty.close"
+
+    _run(run())
