@@ -1047,9 +1047,15 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self.send_msg(msg)
 
     async def exec_tty_close(self, event: dict[str, Any]) -> None:
-        """The reader left: the agent ends the session (its ``exec_result`` then goes nowhere)."""
-        if self.tty_sessions.pop(int(event["ref"]), None) is not None:
-            await self.send_msg(protocol.ExecClose(ref=int(event["ref"])))
+        """The reader left: the agent ends the session (its ``exec_result`` then goes nowhere).
+        Without ``ref`` (to the host's group: the reader left before it was told the session's id),
+        the session of the reader ``reply_to``, if this connection holds it (brk61)."""
+        if "ref" in event:
+            ref: int | None = int(event["ref"])
+        else:
+            ref = next((r for r, reader in self.tty_sessions.items() if reader == event.get("reply_to")), None)
+        if ref is not None and self.tty_sessions.pop(ref, None) is not None:
+            await self.send_msg(protocol.ExecClose(ref=ref))
 
     async def desired_state(self, event: dict[str, Any]) -> None:
         """Group event ``desired.state``: the database changed for the hosts it names

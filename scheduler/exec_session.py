@@ -76,6 +76,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         self.ref = 0
         self.ended = False
         self.opening = False
+        self.taken = False  # the agent's connection told this one the session's id (or ended it)
         self.open_timer: asyncio.TimerHandle | None = None
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         await self.accept()
@@ -157,7 +158,20 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
 
     async def _not_taken(self) -> None:
         if self.agent is None and self.target is not None:
+            await self._abandon()
             await self._end_with_agent_error("host_offline", "")
+
+    async def _abandon(self) -> None:
+        """The session asked for is not wanted any more, and its id is not known here yet: the
+        agent's connection that takes it (the close follows the open in the host's group) closes
+        the one of this reader (brk61: its command ran on to the idle timeout)."""
+        if self.target is None or self.taken:
+            return
+        self.taken = True
+        with contextlib.suppress(Exception):
+            await self.channel_layer.group_send(
+                gateway.host_group(self.target.host_id), {"type": "exec.tty.close", "reply_to": self.channel_name}
+            )
 
     async def _end_with(self, code: str, message: str, status: int) -> None:
         await self._close_session()
@@ -187,6 +201,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         if self.open_timer is not None:
             self.open_timer.cancel()
         await self._close_session()  # the agent hangs the terminal up, kills its process tree
+        await self._abandon()  # one whose id did not come yet
         self.ended = True
 
     # --- from the agent's connection (scheduler.consumers.AgentConsumer) ---
@@ -194,7 +209,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
     async def exec_tty_opened(self, event: dict[str, Any]) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
-        self.agent, self.ref = str(event["agent"]), int(event["ref"])
+        self.agent, self.ref, self.taken = str(event["agent"]), int(event["ref"]), True
         if self.ended:  # the reader left meanwhile
             ended, self.ended = self.ended, False
             await self._close_session()
@@ -214,7 +229,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
     async def exec_tty_end(self, event: dict[str, Any]) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
-        self.agent = None  # the agent's session is over: nothing more to close there
+        self.agent, self.taken = None, True  # the agent's session is over: nothing more to close there
         if self.ended:
             return
         if event.get("error"):

@@ -247,3 +247,32 @@ def test_brk61_a_resize_of_no_number_is_ignored_and_the_session_goes_on(running,
         assert got["type"] == "exec.tty.close"
 
     _run(run())
+
+
+@pytest.mark.parametrize("how", ["reader_left", "not_taken_in_time"])
+def test_brk61_a_session_its_reader_left_before_it_started_is_closed_on_the_host(
+    running, researcher, monkeypatch, how
+) -> None:
+    """brk61: a reader that left (Ctrl-C while ``fairway exec -it`` waited, or the 10 s wait for
+    the agent's connection passed) before the agent's connection told it the session's id closed
+    nothing: the ``exec.tty.opened`` came to a channel nobody read, and the command ran on in the
+    attempt until the idle timeout (an hour), holding one of its owner's sessions on the host.
+    The reader's leaving goes to the host's group too, naming its channel."""
+    w, attempt = running
+    token = token_of(researcher)
+    monkeypatch.setattr(exec_session, "OPEN_WAIT_S", 0.2 if how == "not_taken_in_time" else 30)
+
+    async def run() -> None:
+        layer, agent = await _fake_agent(attempt.host_id)
+        comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=json.dumps(first_frame(w)))
+        opened = await asyncio.wait_for(layer.receive(agent), 10)
+        if how == "not_taken_in_time":
+            assert json.loads(await comm.receive_from(timeout=10))["code"] == "host_offline"
+            await comm.receive_output(timeout=10)
+        await comm.disconnect()
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert got == {"type": "exec.tty.close", "reply_to": opened["reply_to"]}
+
+    _run(run())

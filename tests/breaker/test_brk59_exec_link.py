@@ -47,3 +47,25 @@ def test_execs_whose_requesters_gave_up_do_not_hold_the_connections_slots() -> N
         assert layer.sent == [("late", {"type": "exec.reply", "error": "busy"})]
 
     asyncio.run(run())
+
+
+def test_brk61_a_session_whose_reader_left_before_its_id_came_is_closed_by_its_channel() -> None:
+    """brk61: the reader's close without a ``ref`` (it left before ``exec.tty.opened``) names its
+    channel; the connection holding a session of that reader closes it, any other does nothing."""
+
+    async def run() -> None:
+        c = AgentConsumer()
+        c.host, c.seq, c.hello_done, c.closing, c.socket_closed = Host(pk=989, name="h"), 10, True, False, False
+        sent: list[protocol.Message] = []
+
+        async def send_msg(msg: protocol.Message) -> None:
+            sent.append(msg)
+
+        c.send_msg = send_msg  # type: ignore[method-assign]
+        c.tty_sessions = {4: "reader-a", 6: "reader-b"}
+        await c.exec_tty_close({"type": "exec.tty.close", "reply_to": "reader-c"})
+        assert sent == [] and c.tty_sessions == {4: "reader-a", 6: "reader-b"}
+        await c.exec_tty_close({"type": "exec.tty.close", "reply_to": "reader-b"})
+        assert sent == [protocol.ExecClose(ref=6)] and c.tty_sessions == {4: "reader-a"}
+
+    asyncio.run(run())
