@@ -217,13 +217,26 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         assert self.target is not None  # noqa: S101 -- asked for by _open
         started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
-        await self.send(text_data=json.dumps(started))
+        await self._to_reader(text_data=json.dumps(started))
+
+    async def _to_reader(self, text_data: str | None = None, bytes_data: bytes | None = None) -> bool:
+        """Send a frame to the reader; one whose socket went meanwhile (uvicorn raises
+        ClientDisconnected before the consumer is told of it) ends the session here and on its host
+        (brk61: the exception ended the consumer unclosed, the command ran on to the idle timeout)."""
+        try:
+            await self.send(text_data=text_data, bytes_data=bytes_data)
+        except Exception:
+            await self._close_session()
+            self.ended = True
+            return False
+        return True
 
     async def exec_tty_output(self, event: dict[str, Any]) -> None:
         if self.ended:
             return
         data = str(event["data"]).encode()
-        await self.send(bytes_data=data)  # waits while the reader's socket buffer is full
+        if not await self._to_reader(bytes_data=data):  # waits while the reader's socket buffer is full
+            return
         await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
 
     async def exec_tty_end(self, event: dict[str, Any]) -> None:

@@ -276,3 +276,30 @@ def test_brk61_a_session_its_reader_left_before_it_started_is_closed_on_the_host
         assert got == {"type": "exec.tty.close", "reply_to": opened["reply_to"]}
 
     _run(run())
+
+
+def test_brk61_output_to_a_reader_gone_meanwhile_closes_the_session(running, researcher, monkeypatch) -> None:
+    """brk61: output sent as the reader's socket went (uvicorn raises ClientDisconnected to the
+    send, before the consumer is told of the disconnect) ended the consumer with that exception:
+    its disconnect never ran, the agent was never told, and the command (``yes``, a build) ran on
+    blocked on its window until the idle timeout, an hour."""
+    from uvicorn.protocols.utils import ClientDisconnected
+
+    w, attempt = running
+    token = token_of(researcher)
+    sent = exec_session.ExecSessionConsumer.send
+
+    async def send(self: Any, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False):
+        if bytes_data is not None:
+            raise ClientDisconnected
+        await sent(self, text_data=text_data, bytes_data=bytes_data, close=close)
+
+    async def run() -> None:
+        comm, layer, agent, reader = await _started(token, w, attempt.host_id, ref=11)
+        monkeypatch.setattr(exec_session.ExecSessionConsumer, "send", send)
+        await layer.send(reader, {"type": "exec.tty.output", "data": "y\r\n" * 100})
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["ref"]) == ("exec.tty.close", 11)
+        await comm.disconnect()
+
+    _run(run())
