@@ -81,6 +81,21 @@ def open_session(
         raise
 
 
+def _sent(ws: WebSocket, frame: str | bytes, broke: Any) -> bool:
+    """Send ``frame`` (text: a control frame; bytes: input); a connection that broke (EPIPE,
+    ECONNRESET) is the session's end, told to ``broke`` (brk61: its OSError left ``relay``: a
+    BrokenPipeError exited 141 unsaid, as ``fairway ls | head``, a reset was a traceback)."""
+    try:
+        if isinstance(frame, str):
+            ws.send_text(frame)
+        else:
+            ws.send_binary(frame)
+    except OSError as exc:
+        broke(exc)
+        return False
+    return True
+
+
 def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
     """Relay the session until it ends: ``stdin_fd`` → the command's terminal (raw mode when
     ``raw``: restored on every way out), its output → ``stdout``; resizes on ``SIGWINCH``. Returns
@@ -96,6 +111,10 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
     def wake(what: bytes) -> None:
         with contextlib.suppress(OSError):
             os.write(wake_w, what)
+
+    def broke(exc: BaseException) -> None:
+        if end.exit_code is None and end.refused is None:
+            end.refused = SessionRefused("broken", f"the connection broke: {exc}")
 
     def read_server() -> None:
         try:
@@ -113,8 +132,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                 elif kind == OP_CLOSE:
                     return
         except (OSError, WebSocketError, ValueError) as exc:
-            if end.exit_code is None and end.refused is None:
-                end.refused = SessionRefused("broken", f"the connection broke: {exc}")
+            broke(exc)
         finally:
             wake(b"x")
 
@@ -134,14 +152,15 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                     break
                 if b"w" in woke:
                     rows, cols = terminal_size(stdin_fd)
-                    ws.send_text(json.dumps({"type": "resize", "rows": rows, "cols": cols}))
+                    frame: str | bytes = json.dumps({"type": "resize", "rows": rows, "cols": cols})
+                    if not _sent(ws, frame, broke):
+                        break
             if stdin_open and stdin_fd in ready:
                 data = os.read(stdin_fd, READ_BYTES)
-                if data:
-                    ws.send_binary(data)
-                else:  # stdin ended (not a terminal): the command's terminal gets an end of file
-                    stdin_open = False
-                    ws.send_binary(b"\x04")
+                if not data:  # stdin ended (not a terminal): the command's terminal gets an end of file
+                    stdin_open, data = False, b"\x04"
+                if not _sent(ws, data, broke):
+                    break
     finally:
         if saved is not None:
             termios.tcsetattr(stdin_fd, termios.TCSADRAIN, saved)
