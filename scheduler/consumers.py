@@ -686,13 +686,16 @@ class AgentConsumer(AsyncWebsocketConsumer):
         else:
             await self._shut(CLOSE_SUPERSEDED, "no longer the host's live connection")
 
-    async def send_msg(self, msg: protocol.Message) -> None:
-        """Encode and send ``msg`` with this connection's next sequence number."""
+    async def send_msg(self, msg: protocol.Message, seq: int | None = None) -> None:
+        """Encode and send ``msg`` with this connection's next sequence number (or ``seq``, one
+        taken before: :meth:`exec_tty_open`)."""
         if self.closing or self.socket_closed:
             return
-        self.seq += 1
+        if seq is None:
+            self.seq += 1
+            seq = self.seq
         try:
-            text = protocol.encode(type(msg)(**{**_fields(msg), "id": self.seq}))
+            text = protocol.encode(type(msg)(**{**_fields(msg), "id": seq}))
         except protocol.ProtocolError as exc:
             logger.error("not sending invalid %s to %s: %s", msg.TYPE, self.host, exc)
             return
@@ -1027,10 +1030,13 @@ class AgentConsumer(AsyncWebsocketConsumer):
         except protocol.ProtocolError as exc:
             await self.channel_layer.send(reader, {"type": "exec.tty.end", "error": "exec_failed", "message": str(exc)})
             return
-        ref = self.seq + 1  # send_msg gives the message the next id; the agent's answers name it
+        # the message's id, the agent's answers name it: taken now, as the reader is told it before
+        # it is sent (its output must not come first) and other tasks send meanwhile (brk61)
+        self.seq += 1
+        ref = self.seq
         self.tty_sessions[ref] = reader
         await self.channel_layer.send(reader, {"type": "exec.tty.opened", "agent": self.channel_name, "ref": ref})
-        await self.send_msg(msg)
+        await self.send_msg(msg, seq=ref)
 
     async def exec_tty_input(self, event: dict[str, Any]) -> None:
         if int(event["ref"]) in self.tty_sessions:
