@@ -840,6 +840,13 @@ class Agent:
             await self._send(
                 ExecResult(ref=msg.id, exit_code=128 - code if code < 0 else code, timed_out=tty.idle, truncated=False)
             )
+        except Exception as exc:  # answered all the same, as exec's (brk61: its reader waited for ever)
+            log.exception("interactive exec in attempt %d failed", msg.attempt_id)
+            if session is not None:
+                with contextlib.suppress(Exception):
+                    await session.close()
+            why = f"the agent could not run it: {type(exc).__name__}: {exc}"
+            await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id))
         finally:
             tty.closing = True
             if session is not None:
