@@ -20,7 +20,8 @@ messages) of output ahead of the acknowledgements this connection sends once eac
 the reader's socket (uvicorn's send waits while the socket's buffer is full), so a reader that does
 not read holds that much, never more. The reader leaving closes the session (the agent hangs its
 terminal up and kills its process tree); the attempt ending, the agent's connection ending and
-``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too.
+``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too, as does its token's end (a
+logout, the user's deactivation; checked every :data:`TOKEN_RECHECK_S`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ logger = logging.getLogger(__name__)
 
 OPEN_WAIT_S = 10.0
 """How long a session waits for the agent's connection to take it before ``host_offline``."""
+TOKEN_RECHECK_S = 60.0
+"""How often a session's token is checked again: a logout (its token deleted), an expiry or the
+user's deactivation ends the session within this (brk61: it went on until the idle timeout)."""
 MAX_FRAME_BYTES = 64 * 1024
 """Largest input frame taken (a terminal's input comes a few bytes at a time)."""
 
@@ -78,6 +82,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         self.opening = False
         self.taken = False  # the agent's connection told this one the session's id (or ended it)
         self.open_timer: asyncio.TimerHandle | None = None
+        self.recheck: asyncio.Task[None] | None = None
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         await self.accept()
         try:
@@ -197,9 +202,25 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             await self._to_agent({"type": "exec.tty.close"})
             self.agent = None
 
+    async def _recheck_token(self) -> None:
+        """Check the session's token every :data:`TOKEN_RECHECK_S` while it lasts; one no longer
+        valid ends it with the API's refusal (close 4401)."""
+        while not self.ended:
+            await asyncio.sleep(TOKEN_RECHECK_S)
+            try:
+                await _token_user(_authorization(self.scope))
+            except ServiceError as exc:
+                if not self.ended:
+                    await self._end_with(exc.code, f"{exc.message} The session was ended.", exc.status)
+                return
+            except Exception:  # noqa: BLE001 -- the database out of reach: the session goes on
+                logger.warning("interactive session: its token could not be checked again", exc_info=True)
+
     async def disconnect(self, code: int) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
+        if self.recheck is not None:
+            self.recheck.cancel()
         await self._close_session()  # the agent hangs the terminal up, kills its process tree
         await self._abandon()  # one whose id did not come yet
         self.ended = True
@@ -217,7 +238,8 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         assert self.target is not None  # noqa: S101 -- asked for by _open
         started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
-        await self._to_reader(text_data=json.dumps(started))
+        if await self._to_reader(text_data=json.dumps(started)):
+            self.recheck = asyncio.get_running_loop().create_task(self._recheck_token())
 
     async def _to_reader(self, text_data: str | None = None, bytes_data: bytes | None = None) -> bool:
         """Send a frame to the reader; one whose socket went meanwhile (uvicorn raises

@@ -303,3 +303,39 @@ def test_brk61_output_to_a_reader_gone_meanwhile_closes_the_session(running, res
         await comm.disconnect()
 
     _run(run())
+
+
+@pytest.mark.parametrize("how", ["logout", "deactivated"])
+def test_brk61_a_session_whose_token_is_no_longer_valid_ends(running, researcher, monkeypatch, how) -> None:
+    """brk61: the token was checked once, at the connect: after ``fairway logout`` (its token
+    deleted) or the user's deactivation the session went on, as long as anything went in or out."""
+    from asgiref.sync import sync_to_async
+    from knox.models import AuthToken
+
+    w, attempt = running
+    token = token_of(researcher)
+    monkeypatch.setattr(exec_session, "TOKEN_RECHECK_S", 0.2)
+
+    def revoke() -> None:
+        if how == "logout":
+            AuthToken.objects.filter(user=researcher).delete()
+        else:
+            researcher.is_active = False
+            researcher.save(update_fields=["is_active"])
+
+    async def run() -> tuple[dict[str, Any], int]:
+        comm, layer, agent, _reader = await _started(token, w, attempt.host_id, ref=12)
+        await asyncio.sleep(0.5)  # checked again meanwhile: still valid
+        await comm.send_to(bytes_data=b"x")
+        assert (await asyncio.wait_for(layer.receive(agent), 10))["type"] == "exec.tty.input"
+        await sync_to_async(revoke)()
+        frame = json.loads(await comm.receive_from(timeout=10))
+        closed = await comm.receive_output(timeout=10)
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["ref"]) == ("exec.tty.close", 12)
+        await comm.disconnect()
+        return frame, closed["code"]
+
+    frame, code = _run(run())
+    assert (frame["type"], frame["code"], code) == ("error", "authentication_failed", 4401)
+    assert frame["message"].endswith("The session was ended.")
