@@ -106,6 +106,7 @@ class _Tty:
     closing: bool = False
     idle: bool = False
     size: tuple[int, int] | None = None  # a resize that came before it started
+    why: str = ""  # why the agent ended it, told with its exec_result (brk61: a paste too long, unsaid)
 
 
 CLOSE_UNAUTHORIZED = 4401
@@ -753,6 +754,8 @@ class Agent:
         if tty is None:
             return  # ended meanwhile: its exec_result is on its way
         if isinstance(msg, ExecInput):
+            if tty.closing:
+                return  # the command is being ended: its input goes nowhere
             tty.last = monotonic_s()
             data = msg.data.encode()
             try:
@@ -764,6 +767,7 @@ class Agent:
                     tty.session.write(data)
             except InputOverflow as exc:
                 log.warning("attempt %d: interactive session %d closed: %s", tty.attempt_id, msg.ref, exc)
+                tty.why = f"the session was ended: {exc}"
                 self._close_tty(tty)
         elif isinstance(msg, ExecResize):
             if tty.session is not None:
@@ -806,7 +810,8 @@ class Agent:
             elif tty.early:
                 try:
                     session.write(bytes(tty.early))
-                except InputOverflow:
+                except InputOverflow as exc:
+                    tty.why = f"the session was ended: {exc}"
                     self._close_tty(tty)
                 tty.early.clear()
             self._spawn(self._tty_idle(msg.id, tty))
@@ -838,7 +843,13 @@ class Agent:
                 await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text))
             log.info("attempt %d: interactive exec exited %d%s", msg.attempt_id, code, " (idle)" if tty.idle else "")
             await self._send(
-                ExecResult(ref=msg.id, exit_code=128 - code if code < 0 else code, timed_out=tty.idle, truncated=False)
+                ExecResult(
+                    ref=msg.id,
+                    exit_code=128 - code if code < 0 else code,
+                    timed_out=tty.idle,
+                    truncated=False,
+                    message=tty.why,
+                )
             )
         except Exception as exc:  # answered all the same, as exec's (brk61: its reader waited for ever)
             log.exception("interactive exec in attempt %d failed", msg.attempt_id)

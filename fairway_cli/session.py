@@ -38,6 +38,7 @@ class SessionRefused(Exception):
 class _End:
     exit_code: int | None = None
     timed_out: bool = False
+    why: str = ""  # why the agent ended the command, if it did
     refused: SessionRefused | None = None
 
 
@@ -127,6 +128,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                     frame = json.loads(payload)
                     if frame.get("type") == "exit":
                         end.exit_code, end.timed_out = int(frame["exit_code"]), bool(frame.get("timed_out"))
+                        end.why = str(frame.get("message") or "")
                     elif frame.get("type") == "error":
                         end.refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
                 elif kind == OP_CLOSE:
@@ -173,5 +175,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
     if end.exit_code is not None:
         if end.timed_out:
             sys.stderr.write("fairway: the session was idle too long and was ended\n")
+        elif end.why:
+            sys.stderr.write(f"fairway: {end.why}\n")
         return end.exit_code
     raise end.refused or SessionRefused("broken", "the session ended without an exit code")

@@ -12,7 +12,7 @@ input, resizes, acknowledgements and the close go to that channel, output and th
 Frames, client → server: the first, text, ``{"workload", "attempt", "command", "tty": true,
 "rows", "cols"}``; then binary frames of input (bytes for the terminal) and text frames
 ``{"type": "resize", "rows", "cols"}``. Server → client: text ``{"type": "started", "attempt",
-"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` last (then
+"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` (and ``message``: why the agent ended it) last (then
 close 1000), or ``{"type": "error", "code", "message"}`` and close 4000 + the API's status.
 
 Flow control: the agent sends at most ``EXEC_TTY_WINDOW`` bytes (and ``EXEC_TTY_WINDOW_CHUNKS``
@@ -274,7 +274,13 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             await self._end_with_agent_error("exec_failed", str(event.get("message") or "the command did not run"))
             return
         self.ended = True
-        done = {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
+        done: dict[str, Any] = {
+            "type": "exit",
+            "exit_code": int(event["exit_code"]),
+            "timed_out": bool(event.get("timed_out")),
+        }
+        if event.get("message"):  # why the agent ended it (brk61: a paste it did not read, unsaid)
+            done["message"] = str(event["message"])
         with contextlib.suppress(Exception):
             await self.send(text_data=json.dumps(done))
             await self.close(code=1000)

@@ -31,3 +31,42 @@ def test_a_session_whose_runtime_failed_is_answered_exec_failed(state_dir: Path)
                 assert agent._ttys == {}
 
     run_async(scenario(), timeout=30)
+
+
+def test_a_session_ended_for_input_its_command_did_not_read_says_so(state_dir: Path) -> None:
+    """brk61: a paste past the input a command does not read (256 KiB) ended the session as a
+    plain exit, 129, and nothing said why; its ``exec_result`` says it (``message``), the server's
+    ``exit`` frame and the CLI pass it on."""
+    import asyncio
+    import os
+
+    from agent.protocol import EXEC_CHUNK_BYTES, ExecInput, ExecResult
+    from agent.runtime.isolation import stop_then_kill_tree
+    from agent.runtime.tty import TTY_MAX_PENDING_INPUT, TtySession, set_size
+
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            agent = make_agent(server.url, state_dir)
+
+            async def deaf(*_args: object) -> TtySession:
+                master, slave = os.openpty()
+                set_size(slave, 24, 80)
+                proc = await asyncio.create_subprocess_exec(
+                    "sleep", "30", stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+                )
+                os.close(slave)
+                return TtySession(master, proc, stop_then_kill_tree)
+
+            agent.runtime.exec_tty = deaf  # type: ignore[method-assign]
+            async with running(agent):
+                await server.expect(lambda m: isinstance(m, Hello))
+                await server.send(ExecTty(attempt_id=1, command=["sleep"], rows=24, cols=80, idle_s=60))
+                await asyncio.sleep(0.3)
+                (ref,) = agent._ttys
+                for _ in range(TTY_MAX_PENDING_INPUT // EXEC_CHUNK_BYTES + 2):
+                    await server.send(ExecInput(ref=ref, data="x" * EXEC_CHUNK_BYTES))
+                got = await server.expect(lambda m: isinstance(m, (ExecResult, Error)), within=10)
+                assert isinstance(got, ExecResult) and got.exit_code is not None
+                assert got.message.startswith("the session was ended: more than 262144 bytes of input"), got
+
+    run_async(scenario(), timeout=30)

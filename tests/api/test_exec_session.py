@@ -339,3 +339,21 @@ def test_brk61_a_session_whose_token_is_no_longer_valid_ends(running, researcher
     frame, code = _run(run())
     assert (frame["type"], frame["code"], code) == ("error", "authentication_failed", 4401)
     assert frame["message"].endswith("The session was ended.")
+
+
+def test_brk61_the_exit_says_why_the_agent_ended_the_command(running, researcher) -> None:
+    """brk61: the agent's reason for ending a session (input its command did not read past the
+    bound) is passed on in the ``exit`` frame; without one, the frame is as before."""
+    w, attempt = running
+    token = token_of(researcher)
+    why = "the session was ended: more than 262144 bytes of input the command does not read"
+
+    async def run() -> dict[str, Any]:
+        comm, layer, _agent, reader = await _started(token, w, attempt.host_id)
+        await layer.send(reader, {"type": "exec.tty.end", "exit_code": 129, "timed_out": False, "message": why})
+        frame = json.loads(await comm.receive_from(timeout=10))
+        await comm.receive_output(timeout=10)
+        await comm.disconnect()
+        return frame
+
+    assert _run(run()) == {"type": "exit", "exit_code": 129, "timed_out": False, "message": why}
