@@ -12,8 +12,9 @@ input, resizes, acknowledgements and the close go to that channel, output and th
 Frames, client → server: the first, text, ``{"workload", "attempt", "command", "tty": true,
 "rows", "cols"}``; then binary frames of input (bytes for the terminal) and text frames
 ``{"type": "resize", "rows", "cols"}``. Server → client: text ``{"type": "started", "attempt",
-"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` (and ``message``: why the agent ended it) last (then
-close 1000), or ``{"type": "error", "code", "message"}`` and close 4000 + the API's status.
+"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` (and
+``message``: why the agent ended it) last (then close 1000), or ``{"type": "error", "code",
+"message"}`` and close 4000 + the API's status.
 
 Flow control: the agent sends at most ``EXEC_TTY_WINDOW`` bytes (and ``EXEC_TTY_WINDOW_CHUNKS``
 messages) of output ahead of the acknowledgements this connection sends once each is written to
