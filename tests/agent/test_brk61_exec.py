@@ -1,8 +1,4 @@
-"""brk61: an interactive session (``exec_tty``) whose runtime raised something other than its
-``ExecError`` (``os.openpty`` out of descriptors, a containment gone, a bug) was answered nothing:
-the task ended with the exception unseen, the server's reader showed "started" and waited for
-ever, its slot on the agent's connection held. It is answered ``exec_failed`` as a one-shot
-``exec`` is (brk59)."""
+"""brk61: the agent's side of ``exec`` and ``exec_tty`` (agent/client.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +10,11 @@ from agent.protocol import Error, ExecTty, Hello
 
 
 def test_a_session_whose_runtime_failed_is_answered_exec_failed(state_dir: Path) -> None:
+    """An interactive session whose runtime raised something other than its ``ExecError``
+    (``os.openpty`` out of descriptors, a bug) was answered nothing: the task ended with the
+    exception unseen, the server's reader showed "started" and waited for ever, its slot on the
+    agent's connection held. It is answered ``exec_failed`` as a one-shot ``exec`` is (brk59)."""
+
     async def scenario() -> None:
         async with FakeServer() as server:
             agent = make_agent(server.url, state_dir)
@@ -68,5 +69,43 @@ def test_a_session_ended_for_input_its_command_did_not_read_says_so(state_dir: P
                 got = await server.expect(lambda m: isinstance(m, (ExecResult, Error)), within=10)
                 assert isinstance(got, ExecResult) and got.exit_code is not None
                 assert got.message.startswith("the session was ended: more than 262144 bytes of input"), got
+
+    run_async(scenario(), timeout=30)
+
+
+def test_an_answer_to_a_command_of_a_connection_that_ended_is_not_sent_on_the_next(state_dir: Path) -> None:
+    """brk61: a one-shot command (up to 600 s) or a session outlived the connection it came on,
+    and its output and ``exec_result`` went on the next connection under the old message id; the
+    server numbers each connection's messages from 1 again, so there that id could be another
+    person's ``exec`` or session: alice's output went into bob's answer (and her exit ended his).
+    An answer goes only on the connection its request came on."""
+    import asyncio
+    import contextlib
+
+    from agent.protocol import Exec, ExecOutput, ExecResult
+    from agent.runtime.base import ExecOutcome
+
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            agent = make_agent(server.url, state_dir)
+            release = asyncio.Event()
+
+            async def slow(*_args: object) -> ExecOutcome:
+                await release.wait()
+                return ExecOutcome(0, b"alice's secret\n", b"")
+
+            agent.runtime.exec = slow  # type: ignore[method-assign]
+            async with running(agent):
+                await server.expect(lambda m: isinstance(m, Hello))
+                await server.send(Exec(attempt_id=1, command=["cat", "secret"], timeout_s=600, max_output=1024))
+                await asyncio.sleep(0.2)
+                await server.drop()
+                await server.expect(lambda m: isinstance(m, Hello))  # the next connection
+                release.set()
+                stray = None
+                with contextlib.suppress(TimeoutError):
+                    stray = await server.expect(lambda m: isinstance(m, (ExecOutput, ExecResult)), within=1.0)
+                assert stray is None, stray
+                assert agent._execs == 0  # its slot is given back all the same
 
     run_async(scenario(), timeout=30)
