@@ -11,6 +11,7 @@ import json
 import os
 import select
 import signal
+import struct
 import sys
 import termios
 import threading
@@ -18,10 +19,17 @@ import tty
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from fairway_cli.words import COMMAND_TOO_LONG
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
 
 READ_BYTES = 4096
 """Most input sent in one frame."""
+CLOSE_TOO_BIG = struct.pack("!H", 1009)
+"""RFC 6455's close code of a message too big: the server's ``--ws-max-size`` (docs/deploy.md)."""
+MAX_FIRST_FRAME_BYTES = 256 * 1024
+"""The largest first frame a server takes: its ``--ws-max-size`` (docs/deploy.md, "Frame size"),
+the agent protocol's ``MAX_MESSAGE_BYTES`` (kept equal by tests/breaker/test_brk61.py). A longer
+command is refused here, not sent: past a few MiB the server reset the connection midway (brk61)."""
 
 
 class SessionRefused(Exception):
@@ -63,12 +71,20 @@ def open_session(
         SessionRefused: the server's refusal (or ``unauthorized``: HTTP 401/403 at the upgrade).
         WebSocketError: the server could not be reached or broke the connection.
     """
+    frame = json.dumps(first)
+    if len(frame.encode()) > MAX_FIRST_FRAME_BYTES:
+        raise SessionRefused("invalid_command", COMMAND_TOO_LONG)
     ws = WebSocket(websocket_url(server), {"Authorization": f"Token {token}", "User-Agent": user_agent}, timeout)
     try:
-        ws.send_text(json.dumps(first))
+        try:
+            ws.send_text(frame)
+        except OSError as exc:  # brk61: its OSError was a traceback
+            raise WebSocketError(f"the connection broke: {exc}") from None
         while True:
             kind, payload = ws.recv()
             if kind == OP_CLOSE:
+                if payload[:2] == CLOSE_TOO_BIG:  # past the server's --ws-max-size (its agent protocol's limit)
+                    raise SessionRefused("invalid_command", COMMAND_TOO_LONG)
                 raise SessionRefused("closed", "the server closed the session before it started")
             if kind != OP_TEXT:
                 continue

@@ -5,11 +5,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import threading
 
 import pytest
 
 from fairway_cli import session
+from fairway_cli.words import COMMAND_TOO_LONG
 from fairway_cli.wsclient import OP_CLOSE, OP_TEXT
 from tests.api.test_exec_api import agent_answers, running, url  # noqa: F401 -- fixtures
 
@@ -99,3 +101,47 @@ def test_brk61_the_cli_says_why_the_agent_ended_the_command(capsys) -> None:
         os.close(stdin_w)
     assert code == 129
     assert capsys.readouterr().err == f"fairway: {why}\n"
+
+
+class _RefusedFirst:
+    """A websocket whose server refuses the first frame: ``error`` raised by its send (the
+    server reset the connection midway through a frame far past its limit), or the close
+    ``code`` it answers (1009: a frame past ``--ws-max-size``)."""
+
+    def __init__(self, error: OSError | None = None, code: int = 1009) -> None:
+        self.error, self.code = error, code
+
+    def send_text(self, text: str) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def recv(self) -> tuple[int, bytes]:
+        return OP_CLOSE, struct.pack("!H", self.code) + b"message too big"
+
+    def close(self, code: int = 1000) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("size", "error"), [(5_000_000, None), (200_000, None), (100, ConnectionResetError(104, "r"))])
+def test_brk61_a_session_whose_command_is_too_long_for_the_server_says_so(monkeypatch, size, error) -> None:
+    """brk61: ``fairway exec -it 3 -- CMD`` with a command past the server's 256 KiB frame
+    (``--ws-max-size``, the agent protocol's ``MAX_MESSAGE_BYTES``) read "the server closed the
+    session before it started" (close 1009), and past a few MiB the server's reset raised
+    ConnectionResetError out of the CLI (a traceback). Past the limit it is not sent; a server
+    whose limit is lower closes 1009: both say the command is too long, as the API's
+    ``invalid_command``. A reset otherwise is a broken connection."""
+    from agent.protocol import MAX_MESSAGE_BYTES
+    from fairway_cli.wsclient import WebSocketError
+
+    assert session.MAX_FIRST_FRAME_BYTES == MAX_MESSAGE_BYTES
+    opened: list[object] = []
+    monkeypatch.setattr(session, "WebSocket", lambda *_a, **_k: opened.append(1) or _RefusedFirst(error))
+    first = {"workload": 3, "command": ["x" * size], "tty": True}
+    if error is not None:
+        with pytest.raises(WebSocketError, match="the connection broke"):
+            session.open_session("http://fairway", "token", "fairway-cli/test", first)
+        return
+    with pytest.raises(session.SessionRefused) as refused:
+        session.open_session("http://fairway", "token", "fairway-cli/test", first)
+    assert (refused.value.code, refused.value.message) == ("invalid_command", COMMAND_TOO_LONG)
+    assert opened == ([] if size > MAX_MESSAGE_BYTES else [1])
