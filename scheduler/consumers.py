@@ -515,6 +515,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
             return
         self.host = host
         self.generation = host.link_generation
+        # this connection's message ids start past those of the host's connections before it: an
+        # agent older than brk61 answers a command of its previous connection (an exec runs up to
+        # 600 s) on this one under its old id, which must name no request here (another person's)
+        self.seq = (self.generation % (1 << 30)) << 32
         self.group = gateway.host_group(host.pk)
         async with gateway.hub().layer_slots:  # not hundreds of Redis connections opened at once
             await self.channel_layer.group_add(self.group, self.channel_name)
