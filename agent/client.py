@@ -106,6 +106,7 @@ class _Tty:
     closing: bool = False
     idle: bool = False
     size: tuple[int, int] | None = None  # a resize that came before it started
+    why: str = ""  # why the agent ended it, told with its exec_result (brk61: a paste too long, unsaid)
 
 
 CLOSE_UNAUTHORIZED = 4401
@@ -439,10 +440,13 @@ class Agent:
                 ended.append(record.attempt_id)
         return statuses, ended, starts, late_exits
 
-    async def _send(self, msg: Message) -> int | None:
-        """Send ``msg`` with the next sequence number; returns that id, or None if not sent."""
+    async def _send(self, msg: Message, on: Any = None) -> int | None:
+        """Send ``msg`` with the next sequence number; returns that id, or None if not sent. With
+        ``on`` (the connection a request came on), only on that connection: the server numbers
+        each connection's messages anew, so an answer's ``ref`` on the next one could name another
+        person's request (brk61)."""
         ws = self._ws
-        if ws is None:
+        if ws is None or (on is not None and ws is not on):
             return None
         self._seq += 1
         msg = replace(msg, id=self._seq)
@@ -518,7 +522,8 @@ class Agent:
                 return
             self._execs += 1
             self._execs_by_owner[owner] = mine + 1
-            self._spawn(self._on_exec(msg, owner))  # not awaited: the receive loop goes on meanwhile
+            # not awaited: the receive loop goes on meanwhile; answered on this connection only
+            self._spawn(self._on_exec(msg, owner, self._ws))
         elif isinstance(msg, (ExecTty, ExecInput, ExecResize, ExecAck, ExecClose)):
             await self._on_tty_message(msg)
         elif isinstance(msg, Ack):
@@ -678,21 +683,22 @@ class Agent:
                 data, offset = data[cut:], offset + cut
         await self._send(reply)
 
-    async def _on_exec(self, msg: Exec, owner: str = "") -> None:
+    async def _on_exec(self, msg: Exec, owner: str = "", conn: Any = None) -> None:
         """Run an ``exec`` in its attempt (the runtime's containment), then send its output in
         ``exec_output`` chunks and its ``exec_result``; an ``error`` naming it when it cannot run.
-        Answered on the connection of the moment: one lost with its connection is not sent again
-        (the server's request has timed out by then)."""
+        Answered on ``conn``, the connection it came on, only: one that ended meanwhile answers
+        nothing (its requester was told ``host_offline``), and on the next one its id could be
+        another request's (brk61)."""
         try:
             try:
                 outcome = await self.runtime.exec(msg.attempt_id, list(msg.command), msg.timeout_s, msg.max_output)
             except ExecError as exc:
-                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
                 return
             except Exception as exc:  # answered all the same: else the server waits out its timeout (brk59)
                 log.exception("exec in attempt %d failed", msg.attempt_id)
                 why = f"the agent could not run it: {type(exc).__name__}: {exc}"
-                await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id))
+                await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
                 return
             for stream, data in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -700,11 +706,12 @@ class Agent:
                 for at in range(0, len(data), step):
                     text = decoder.decode(data[at : at + step], final=at + step >= len(data))
                     if text:
-                        await self._send(ExecOutput(ref=msg.id, stream=stream, data=text))  # type: ignore[arg-type]
+                        await self._send(ExecOutput(ref=msg.id, stream=stream, data=text), on=conn)  # type: ignore[arg-type]
             await self._send(
                 ExecResult(
                     ref=msg.id, exit_code=outcome.exit_code, timed_out=outcome.timed_out, truncated=outcome.truncated
-                )
+                ),
+                on=conn,
             )
         finally:
             self._execs -= 1
@@ -747,12 +754,14 @@ class Agent:
                 return
             new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s())
             self._ttys[msg.id] = new
-            self._spawn(self._run_tty(msg, new))
+            self._spawn(self._run_tty(msg, new, self._ws))  # answered on this connection only
             return
         tty = self._ttys.get(msg.ref)
         if tty is None:
             return  # ended meanwhile: its exec_result is on its way
         if isinstance(msg, ExecInput):
+            if tty.closing:
+                return  # the command is being ended: its input goes nowhere
             tty.last = monotonic_s()
             data = msg.data.encode()
             try:
@@ -764,6 +773,7 @@ class Agent:
                     tty.session.write(data)
             except InputOverflow as exc:
                 log.warning("attempt %d: interactive session %d closed: %s", tty.attempt_id, msg.ref, exc)
+                tty.why = f"the session was ended: {exc}"
                 self._close_tty(tty)
         elif isinstance(msg, ExecResize):
             if tty.session is not None:
@@ -786,7 +796,7 @@ class Agent:
         if tty.session is not None:
             self._spawn(tty.session.close())
 
-    async def _run_tty(self, msg: ExecTty, tty: _Tty) -> None:
+    async def _run_tty(self, msg: ExecTty, tty: _Tty, conn: Any = None) -> None:
         """Run an ``exec_tty``: start its command on a terminal in the attempt's containment (the
         runtime's), send its output as ``exec_output`` (at most :data:`EXEC_TTY_WINDOW` bytes and
         :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of the server's ``exec_ack``s), end it when
@@ -796,7 +806,7 @@ class Agent:
             try:
                 session = await self.runtime.exec_tty(msg.attempt_id, list(msg.command), msg.rows, msg.cols)
             except ExecError as exc:
-                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
                 return
             tty.session = session
             if tty.size is not None:
@@ -806,7 +816,8 @@ class Agent:
             elif tty.early:
                 try:
                     session.write(bytes(tty.early))
-                except InputOverflow:
+                except InputOverflow as exc:
+                    tty.why = f"the session was ended: {exc}"
                     self._close_tty(tty)
                 tty.early.clear()
             self._spawn(self._tty_idle(msg.id, tty))
@@ -831,15 +842,29 @@ class Agent:
                 if text:
                     tty.unacked += len(text.encode())
                     tty.unacked_chunks += 1
-                    await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text))
+                    await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text), on=conn)
             await session.close()  # what it left behind (a background job holding the terminal)
             code = await exited
             if text := decoder.decode(b"", final=True):
-                await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text))
+                await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text), on=conn)
             log.info("attempt %d: interactive exec exited %d%s", msg.attempt_id, code, " (idle)" if tty.idle else "")
             await self._send(
-                ExecResult(ref=msg.id, exit_code=128 - code if code < 0 else code, timed_out=tty.idle, truncated=False)
+                ExecResult(
+                    ref=msg.id,
+                    exit_code=128 - code if code < 0 else code,
+                    timed_out=tty.idle,
+                    truncated=False,
+                    message=tty.why,
+                ),
+                on=conn,
             )
+        except Exception as exc:  # answered all the same, as exec's (brk61: its reader waited for ever)
+            log.exception("interactive exec in attempt %d failed", msg.attempt_id)
+            if session is not None:
+                with contextlib.suppress(Exception):
+                    await session.close()
+            why = f"the agent could not run it: {type(exc).__name__}: {exc}"
+            await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
         finally:
             tty.closing = True
             if session is not None:

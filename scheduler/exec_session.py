@@ -12,15 +12,17 @@ input, resizes, acknowledgements and the close go to that channel, output and th
 Frames, client → server: the first, text, ``{"workload", "attempt", "command", "tty": true,
 "rows", "cols"}``; then binary frames of input (bytes for the terminal) and text frames
 ``{"type": "resize", "rows", "cols"}``. Server → client: text ``{"type": "started", "attempt",
-"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` last (then
-close 1000), or ``{"type": "error", "code", "message"}`` and close 4000 + the API's status.
+"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` (and
+``message``: why the agent ended it) last (then close 1000), or ``{"type": "error", "code",
+"message"}`` and close 4000 + the API's status.
 
 Flow control: the agent sends at most ``EXEC_TTY_WINDOW`` bytes (and ``EXEC_TTY_WINDOW_CHUNKS``
 messages) of output ahead of the acknowledgements this connection sends once each is written to
 the reader's socket (uvicorn's send waits while the socket's buffer is full), so a reader that does
 not read holds that much, never more. The reader leaving closes the session (the agent hangs its
 terminal up and kills its process tree); the attempt ending, the agent's connection ending and
-``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too.
+``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too, as does its token's end (a
+logout, the user's deactivation; checked every :data:`TOKEN_RECHECK_S`).
 
 A reader gone without a word (exl61): an idle one's socket is closed by the web process's keepalive
 (uvicorn's pings, ``scheduler.management.commands.serve``: within 3 minutes); one whose socket's
@@ -52,6 +54,9 @@ logger = logging.getLogger(__name__)
 
 OPEN_WAIT_S = 10.0
 """How long a session waits for the agent's connection to take it before ``host_offline``."""
+TOKEN_RECHECK_S = 60.0
+"""How often a session's token is checked again: a logout (its token deleted), an expiry or the
+user's deactivation ends the session within this (brk61: it went on until the idle timeout)."""
 MAX_FRAME_BYTES = 64 * 1024
 """Largest input frame taken (a terminal's input comes a few bytes at a time)."""
 READER_STALL_S = WS_PING_INTERVAL_S + WS_PING_TIMEOUT_S
@@ -124,7 +129,9 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         self.ended = False
         self.opening = False
         self.counted = False  # holds one of FAIRWAY_EXEC_MAX_SESSIONS
+        self.taken = False  # the agent's connection told this one the session's id (or ended it)
         self.open_timer: asyncio.TimerHandle | None = None
+        self.recheck: asyncio.Task[None] | None = None
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         await self.accept()
         try:
@@ -172,7 +179,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             if control.get("type") != "resize":
                 raise ValueError(control.get("type"))
             rows, cols = int(control["rows"]), int(control["cols"])
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # brk61: rows Infinity
             return  # not one we know: ignored, as a terminal ignores an unknown escape
         if 1 <= rows <= 4096 and 1 <= cols <= 4096:
             await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
@@ -208,12 +215,25 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
 
     async def _not_taken(self) -> None:
         if self.agent is None and self.target is not None:
+            await self._abandon()
             await self._end_with_agent_error("host_offline", "")
 
     def _release(self) -> None:
         if self.counted:
             self.counted = False
             _give_back_session(self.user.pk)
+
+    async def _abandon(self) -> None:
+        """The session asked for is not wanted any more, and its id is not known here yet: the
+        agent's connection that takes it (the close follows the open in the host's group) closes
+        the one of this reader (brk61: its command ran on to the idle timeout)."""
+        if self.target is None or self.taken:
+            return
+        self.taken = True
+        with contextlib.suppress(Exception):
+            await self.channel_layer.group_send(
+                gateway.host_group(self.target.host_id), {"type": "exec.tty.close", "reply_to": self.channel_name}
+            )
 
     async def _end_with(self, code: str, message: str, status: int) -> None:
         await self._close_session()
@@ -240,10 +260,27 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             await self._to_agent({"type": "exec.tty.close"})
             self.agent = None
 
+    async def _recheck_token(self) -> None:
+        """Check the session's token every :data:`TOKEN_RECHECK_S` while it lasts; one no longer
+        valid ends it with the API's refusal (close 4401)."""
+        while not self.ended:
+            await asyncio.sleep(TOKEN_RECHECK_S)
+            try:
+                await _token_user(_authorization(self.scope))
+            except ServiceError as exc:
+                if not self.ended:
+                    await self._end_with(exc.code, f"{exc.message} The session was ended.", exc.status)
+                return
+            except Exception:  # noqa: BLE001 -- the database out of reach: the session goes on
+                logger.warning("interactive session: its token could not be checked again", exc_info=True)
+
     async def disconnect(self, code: int) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
+        if self.recheck is not None:
+            self.recheck.cancel()
         await self._close_session()  # the agent hangs the terminal up, kills its process tree
+        await self._abandon()  # one whose id did not come yet
         self.ended = True
         self._release()
 
@@ -252,7 +289,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
     async def exec_tty_opened(self, event: dict[str, Any]) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
-        self.agent, self.ref = str(event["agent"]), int(event["ref"])
+        self.agent, self.ref, self.taken = str(event["agent"]), int(event["ref"]), True
         if self.ended:  # the reader left meanwhile
             ended, self.ended = self.ended, False
             await self._close_session()
@@ -260,22 +297,18 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         assert self.target is not None  # noqa: S101 -- asked for by _open
         started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
-        try:
-            await self.send(text_data=json.dumps(started))
-        except OSError:  # the reader left meanwhile (uvicorn's ClientDisconnected): as above
-            await self._close_session()
-            self.ended = True
-            self._release()
+        if await self._to_reader(text_data=json.dumps(started)):
+            self.recheck = asyncio.get_running_loop().create_task(self._recheck_token())
 
-    async def exec_tty_output(self, event: dict[str, Any]) -> None:
-        if self.ended:
-            return
-        data = str(event["data"]).encode()
-        try:  # waits while the reader's socket buffer is full
-            await asyncio.wait_for(self.send(bytes_data=data), READER_STALL_S)
-        except (TimeoutError, OSError) as exc:  # OSError: uvicorn's ClientDisconnected (exl61: the
-            # handler failed there, and the disconnect that follows was never handled: the session
-            # lived on to the idle timeout); TimeoutError: a reader gone without a word, its buffers full
+    async def _to_reader(self, text_data: str | None = None, bytes_data: bytes | None = None) -> bool:
+        """Send a frame to the reader (waiting while its socket's buffer is full); one whose socket
+        went meanwhile (uvicorn raises ClientDisconnected before the consumer is told of it; brk61,
+        exl61: the exception ended the consumer unclosed, the command ran on to the idle timeout)
+        or that took nothing for :data:`READER_STALL_S` (a reader gone without a word, its buffers
+        full) ends the session here and on its host."""
+        try:
+            await asyncio.wait_for(self.send(text_data=text_data, bytes_data=bytes_data), READER_STALL_S)
+        except Exception as exc:
             why = f"took nothing for {READER_STALL_S:g} s" if isinstance(exc, TimeoutError) else "left"
             logger.info(
                 "interactive session of attempt %s ended: its reader %s", self.target and self.target.wire_id, why
@@ -285,13 +318,21 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             self._release()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.close(code=1011), 1)
+            return False
+        return True
+
+    async def exec_tty_output(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            return
+        data = str(event["data"]).encode()
+        if not await self._to_reader(bytes_data=data):  # waits while the reader's socket buffer is full
             return
         await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
 
     async def exec_tty_end(self, event: dict[str, Any]) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
-        self.agent = None  # the agent's session is over: nothing more to close there
+        self.agent, self.taken = None, True  # the agent's session is over: nothing more to close there
         if self.ended:
             return
         if event.get("error"):
@@ -302,7 +343,13 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         self.ended = True
         self._release()
-        done = {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
+        done: dict[str, Any] = {
+            "type": "exit",
+            "exit_code": int(event["exit_code"]),
+            "timed_out": bool(event.get("timed_out")),
+        }
+        if event.get("message"):  # why the agent ended it (brk61: a paste it did not read, unsaid)
+            done["message"] = str(event["message"])
         with contextlib.suppress(Exception):
             await self.send(text_data=json.dumps(done))
             await self.close(code=1000)

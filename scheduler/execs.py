@@ -20,7 +20,7 @@ from django.conf import settings
 
 from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode, one_persons_share
 from config.errors import ServiceError
-from fairway_cli.words import HOLD_WORDS, LEAVE_OUT_ATTEMPT, LEAVE_OUT_RANK
+from fairway_cli.words import COMMAND_TOO_LONG, HOLD_WORDS, LEAVE_OUT_ATTEMPT, LEAVE_OUT_RANK
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
 from scheduler.services import already_final_words, command_problem
@@ -106,7 +106,7 @@ def exec_arguments(data: Any) -> tuple[list[str], int, int | None, int]:
     try:  # what travels to the agent in one frame (multi-byte characters: 64 KiB of them may not)
         encode(Exec(attempt_id=1, command=list(command), timeout_s=timeout, max_output=EXEC_MAX_OUTPUT))
     except ProtocolError:
-        raise _refuse("invalid_command", "The command is too long to send to its host.", 400, "command") from None
+        raise _refuse("invalid_command", COMMAND_TOO_LONG, 400, "command") from None
     return list(command), timeout, number, rank
 
 
@@ -343,7 +343,7 @@ def tty_target(user: Any, data: Any) -> TtyTarget:
     try:
         encode(ExecTty(attempt_id=1, command=list(command), rows=rows, cols=cols, idle_s=1))
     except ProtocolError:
-        raise _refuse("invalid_command", "The command is too long to send to its host.", 400, "command") from None
+        raise _refuse("invalid_command", COMMAND_TOO_LONG, 400, "command") from None
     workload = Workload.objects.filter(pk=pk).select_related("owner").first()
     if workload is None:
         raise _refuse("not_found", f"No workload {pk}.", 404)
