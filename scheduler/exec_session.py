@@ -191,13 +191,13 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         except ValueError:
             data = None
         try:
-            self.target = await _target(self.user, data)
+            target = await _target(self.user, data)
             _take_session(self.user.pk)
         except ServiceError as exc:
             await self.refuse(exc)
             return
         self.counted = True
-        target = self.target
+        self.target = target  # asked for from here on (a refused one has nothing to abandon)
         await self.channel_layer.group_send(
             gateway.host_group(target.host_id),
             {
