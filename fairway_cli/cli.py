@@ -1203,7 +1203,8 @@ def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     out.write(f"Workload:        #{w['id']} {w['name']}\n")
     out.write(f"State:           {w['state']}\n")
-    out.write(f"User/budget:     {w['owner']}/{w['budget']}\n")
+    out.write(f"User:            {w['owner']}\n")  # try61: "alice/nlp/olmo" read as one budget path
+    out.write(f"Budget:          {w['budget']}\n")
     out.write(f"GPUs:            {w['gpu_count']} × {w['gpu_model']}\n")
     if w.get("efficiency") is None:
         raise CliError(EXIT_API, "the server does not report efficiency (an older version)")
