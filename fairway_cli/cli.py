@@ -2560,7 +2560,11 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--min-runtime",
         "-M",
         help="seconds or 2h30m; 0 = unallocated (free, preemptible)"
-        + (" (default: the workload's)" if again else " (required, here or in the -f spec; not with --quote)"),
+        + (
+            " (default: the workload's)"
+            if again
+            else " (required, here or in the -f spec; optional with --quote, which then quotes it too)"
+        ),
     )
     none = "; none: the host's per-GPU share" if again else ""
     p.add_argument("--cpus", type=_cpus, help="CPUs per host" + default("the host's per-GPU share") + none)
