@@ -2159,6 +2159,9 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 "Attainment",
             },
         )
+        for b in tree["budgets"]:  # a temporary share, as `fairway budgets` writes it in SHARES (try61)
+            if b.get("boost_text"):
+                out.write(f"  temporary: {b['path']} {b['boost_text']}\n")
         out.write("\n")
     return EXIT_OK
 
