@@ -477,6 +477,21 @@ def idle_hosts_words(cluster_id: int) -> str:
     return ", and no host takes new work (" + ", ".join(f"{n} {state}" for state, n in sorted(states.items())) + ")"
 
 
+def scheduled_drain_notes(cluster_id: int) -> list[str]:
+    """A quote's note per host of the cluster with a drain scheduled, in the pending reason's words
+    (``reports.drain_sentence``): the simulation foresees it, and never resumes the host (try61: every
+    allocated line read "none before" a week on, with no word of the drain ``fairway show`` named)."""
+    from scheduler.models import Host
+    from scheduler.reports import drain_sentence
+
+    hosts = Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True, drain_at__isnull=False)
+    return [
+        f"{drain_sentence({'host': name, 'at': at.timestamp()})[:-1]} (scheduled by an admin), and once "
+        "drained none until it is resumed, which the simulation does not foresee."
+        for name, at in hosts.order_by("drain_at", "name").values_list("name", "drain_at")
+    ]
+
+
 HELD_QUOTE_NOTE = (
     "Submitted held, it starts only once released (fairway release, the page's Release): the lines "
     "say when it would start were it released now."
@@ -518,6 +533,7 @@ def quote_terms(workload: Workload, snap: Any = None, *, own: bool = True) -> Qu
         # "none before <a week on>" under the note on running work ending read as "once it ends";
         # it frees nothing while no host takes new work (try44: the only host draining).
         notes.append(f"Work is running on the cluster{closed}: nothing starts before a host takes new work again.")
+    notes.extend(scheduled_drain_notes(workload.cluster_id))
     if waits_for:
         notes.append(dependency_words(waits_for))
     if workload.hold:
