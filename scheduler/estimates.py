@@ -478,16 +478,18 @@ def idle_hosts_words(cluster_id: int) -> str:
 
 
 def scheduled_drain_notes(cluster_id: int) -> list[str]:
-    """A quote's note per host of the cluster with a drain scheduled, in the pending reason's words
-    (``reports.drain_sentence``): the simulation foresees it, and never resumes the host (try61: every
-    allocated line read "none before" a week on, with no word of the drain ``fairway show`` named)."""
+    """A quote's note per host of the cluster with a drain scheduled, true of every line (the pending
+    reason's ``reports.drain_sentence`` names a workload's own minimum runtime): the simulation
+    foresees it, and never resumes the host (try61: every allocated line read "none before" a week
+    on, with no word of the drain ``fairway show`` named)."""
+    from fairway_cli.numbers import instant_text
     from scheduler.models import Host
-    from scheduler.reports import drain_sentence
 
     hosts = Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True, drain_at__isnull=False)
     return [
-        f"{drain_sentence({'host': name, 'at': at.timestamp()})[:-1]} (scheduled by an admin), and once "
-        "drained none until it is resumed, which the simulation does not foresee."
+        f"Host {name} drains at {instant_text(at.timestamp())} (scheduled by an admin): it starts no work there whose "
+        "minimum runtime would end after that, and once drained none until it is resumed, which the "
+        "simulation does not foresee."
         for name, at in hosts.order_by("drain_at", "name").values_list("name", "drain_at")
     ]
 

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from fairway_cli.numbers import instant_text
 from scheduler.estimates import quote_terms
-from scheduler.reports import drain_sentence
 from scheduler.services import do_schedule_drain
 
 
@@ -19,9 +19,12 @@ def test_a_quote_names_a_drain_scheduled_on_the_cluster(tw):
     at = (timezone.now() + timedelta(minutes=25)).replace(microsecond=0)
     do_schedule_drain(None, host, at, "PSU swap")
     notes = quote_terms(tw.workload(gpus=2)).notes
-    said = drain_sentence({"host": "gpu01", "at": at.timestamp()})[:-1]
     (note,) = [n for n in notes if "drains at" in n]
-    assert note.startswith(said + " (scheduled by an admin), and once drained none until it is resumed"), note
+    assert note == (
+        f"Host gpu01 drains at {instant_text(at.timestamp())} (scheduled by an admin): it starts no work there whose "
+        "minimum runtime would end after that, and once drained none until it is resumed, which the "
+        "simulation does not foresee."
+    )
     assert "gpu02" not in note
 
 
