@@ -1680,7 +1680,15 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
             body["webhook_kinds"] = kinds(args.webhook_kinds)
         if args.webhook is not None:
             body["webhook_url"] = args.webhook
-        current = api.call("PUT", "notifications/", body=body)
+        try:
+            current = api.call("PUT", "notifications/", body=body)
+        except CliError as exc:
+            if exc.code != "webhook_url_required":
+                raise
+            # the server's words name its field, webhook_url (try61): here it is --webhook
+            kinds_text = ",".join(body.get("webhook_kinds") or []) or "KINDS"
+            hint = f"name the URL: fairway notifications --webhook URL --webhook-kinds {kinds_text}"
+            raise CliError(exc.exit_code, f"{exc.message}\n  {hint}", exc.code) from None
     if args.json:
         emit_json(current, out)
         return EXIT_OK

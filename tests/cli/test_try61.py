@@ -20,3 +20,13 @@ def test_min_runtime_help_says_a_quote_may_give_it():
     shown = _help("submit")
     assert "not with --quote" not in shown
     assert "(required, here or in the -f spec; optional with --quote, which then quotes it too)" in shown
+
+
+def test_webhook_kinds_without_a_url_name_the_flag(monkeypatch, researcher):
+    """`fairway notifications --webhook-kinds failed` was refused "(set webhook_url, or choose no
+    webhook kinds)": the API's field, where the CLI's flag is --webhook."""
+    from tests.cli.inprocess import run_cli_streams
+
+    code, _out, err = run_cli_streams(monkeypatch, researcher, "notifications", "--webhook-kinds", "failed")
+    assert code == 1 and "webhook_url_required" in err
+    assert "\n  name the URL: fairway notifications --webhook URL --webhook-kinds failed" in err
