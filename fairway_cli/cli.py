@@ -1203,7 +1203,8 @@ def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     out.write(f"Workload:        #{w['id']} {w['name']}\n")
     out.write(f"State:           {w['state']}\n")
-    out.write(f"User/budget:     {w['owner']}/{w['budget']}\n")
+    out.write(f"User:            {w['owner']}\n")  # try61: "alice/nlp/olmo" read as one budget path
+    out.write(f"Budget:          {w['budget']}\n")
     out.write(f"GPUs:            {w['gpu_count']} × {w['gpu_model']}\n")
     if w.get("efficiency") is None:
         raise CliError(EXIT_API, "the server does not report efficiency (an older version)")
@@ -1696,7 +1697,15 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
             body["webhook_kinds"] = kinds(args.webhook_kinds)
         if args.webhook is not None:
             body["webhook_url"] = args.webhook
-        current = api.call("PUT", "notifications/", body=body)
+        try:
+            current = api.call("PUT", "notifications/", body=body)
+        except CliError as exc:
+            if exc.code != "webhook_url_required":
+                raise
+            # the server's words name its field, webhook_url (try61): here it is --webhook
+            kinds_text = ",".join(body.get("webhook_kinds") or []) or "KINDS"
+            hint = f"name the URL: fairway notifications --webhook URL --webhook-kinds {kinds_text}"
+            raise CliError(exc.exit_code, f"{exc.message}\n  {hint}", exc.code) from None
     if args.json:
         emit_json(current, out)
         return EXIT_OK
@@ -2175,6 +2184,9 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 "Attainment",
             },
         )
+        for b in tree["budgets"]:  # a temporary share, as `fairway budgets` writes it in SHARES (try61)
+            if b.get("boost_text"):
+                out.write(f"  temporary: {b['path']} {b['boost_text']}\n")
         out.write("\n")
     return EXIT_OK
 
@@ -2576,7 +2588,11 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--min-runtime",
         "-M",
         help="seconds or 2h30m; 0 = unallocated (free, preemptible)"
-        + (" (default: the workload's)" if again else " (required, here or in the -f spec; not with --quote)"),
+        + (
+            " (default: the workload's)"
+            if again
+            else " (required, here or in the -f spec; optional with --quote, which then quotes it too)"
+        ),
     )
     none = "; none: the host's per-GPU share" if again else ""
     p.add_argument("--cpus", type=_cpus, help="CPUs per host" + default("the host's per-GPU share") + none)

@@ -11,7 +11,9 @@ charged: ``accounting.silent_until``):
   each minute sample (``GpuMinuteSample``) weighs the seconds of its minute the GPU was held;
   the mean utilization is utilized over measured, unknown (None) when nothing was measured;
 - **not measured**: the held GPU-time without a minute sample that read its utilization
-  (``held - measured``; a MIG-mode GPU NVML cannot read, nvml56), never 0 %;
+  (``held - measured``; a MIG-mode GPU NVML cannot read, nvml56), never 0 %; all of it for an
+  attempt that ended without its agent ever starting it (``failed_to_start``): nothing of it ran,
+  so its GPUs' minutes are other work's (try61: 71 %, the work's before it);
 - **idle**: the measured GPU-time in minutes under ``FAIRWAY_IDLE_UTIL_PCT``
   (:func:`scheduler.idle.quiet_minute`, the idle rule's minute), as a share of the measured time;
 - **peak memory**: the highest ``memory_used_max_mb`` of a minute any held GPU was held whole,
@@ -163,6 +165,7 @@ def efficiency_of_attempts(
         "last_n",
         "memory",
         "attempt__ended_at",
+        "attempt__started_at",
     )
     out: dict[int, Efficiency] = {}
     for (
@@ -181,12 +184,15 @@ def efficiency_of_attempts(
         last_n,
         memory,
         ended,
+        started,
     ) in rows:
         e = out.setdefault(attempt_id, Efficiency(threshold_pct=pct, running=ended is None))
         e.gpus += 1
         if a1 <= a0:
             continue
         e.held += (a1 - a0).total_seconds()
+        if started is None and ended is not None:  # it ended never started: its GPUs' minutes are other work's (try61)
+            continue
         seconds = MINUTE.total_seconds()
         e.measured += (whole_n or 0) * seconds
         e.utilized += (whole_util or 0.0) / 100.0 * seconds

@@ -477,6 +477,23 @@ def idle_hosts_words(cluster_id: int) -> str:
     return ", and no host takes new work (" + ", ".join(f"{n} {state}" for state, n in sorted(states.items())) + ")"
 
 
+def scheduled_drain_notes(cluster_id: int) -> list[str]:
+    """A quote's note per host of the cluster with a drain scheduled, true of every line (the pending
+    reason's ``reports.drain_sentence`` names a workload's own minimum runtime): the simulation
+    foresees it, and never resumes the host (try61: every allocated line read "none before" a week
+    on, with no word of the drain ``fairway show`` named)."""
+    from fairway_cli.numbers import instant_text
+    from scheduler.models import Host
+
+    hosts = Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True, drain_at__isnull=False)
+    return [
+        f"Host {name} drains at {instant_text(at.timestamp())} (scheduled by an admin): it starts no work there whose "
+        "minimum runtime would end after that, and once drained none until it is resumed, which the "
+        "simulation does not foresee."
+        for name, at in hosts.order_by("drain_at", "name").values_list("name", "drain_at")
+    ]
+
+
 HELD_QUOTE_NOTE = (
     "Submitted held, it starts only once released (fairway release, the page's Release): the lines "
     "say when it would start were it released now."
@@ -518,6 +535,7 @@ def quote_terms(workload: Workload, snap: Any = None, *, own: bool = True) -> Qu
         # "none before <a week on>" under the note on running work ending read as "once it ends";
         # it frees nothing while no host takes new work (try44: the only host draining).
         notes.append(f"Work is running on the cluster{closed}: nothing starts before a host takes new work again.")
+    notes.extend(scheduled_drain_notes(workload.cluster_id))
     if waits_for:
         notes.append(dependency_words(waits_for))
     if workload.hold:

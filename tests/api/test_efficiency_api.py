@@ -98,6 +98,8 @@ def test_fairway_show_seff_and_history(monkeypatch, researcher, twice):
     assert "Not measured:    50% of the GPU-time held had no utilization reading" in shown
     seff = run_cli(monkeypatch, researcher, "seff", str(twice.pk))
     assert f"Workload:        #{twice.pk} trainer" in seff and "Attempts:        2" in seff
+    # try61: "User/budget:     alice/nlp/olmo" read as one budget path three deep
+    assert f"User:            {researcher.username}\nBudget:          {twice.budget.path}\n" in seff
     assert "attempt 2:\n  GPU-time held:   2.00 GPU-h (2 GPUs)\n" in seff
     assert f"  GPU utilization: {NOT_MEASURED}\n" in seff and f"  Idle minutes:    {NOT_MEASURED}\n" in seff
     data = json.loads(run_cli(monkeypatch, researcher, "--json", "seff", str(twice.pk)))

@@ -44,3 +44,14 @@ def test_the_api_and_the_cli_show_the_boost(admin, researcher, researcher_client
     assert words in line
     (tulu,) = [ln for ln in out.splitlines() if ln.strip().startswith("tulu")]
     assert "until" not in tulu
+
+
+def test_fairway_share_names_the_boost_under_its_table(admin, researcher, org_tree, cluster, monkeypatch):
+    """try61: `fairway share` printed olmo's RawShares 3 while the admin and `fairway budgets` said it
+    goes back to 1: the sshare-like table keeps its columns and names each temporary share below it."""
+    until = boost_olmo(admin, org_tree)
+    out = run_cli(monkeypatch, researcher, "share")
+    (row,) = [ln for ln in out.splitlines() if ln.strip().startswith("olmo")]
+    assert row.split()[1] == "3"
+    assert f"  temporary: nlp/olmo {boost_text(3, until, 1)}\n" in out
+    assert out.count("temporary:") == 1

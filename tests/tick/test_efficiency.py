@@ -297,3 +297,18 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
             raise _Undone
     except _Undone:
         pass
+
+
+def test_an_attempt_that_never_started_measures_none_of_its_gpus_minutes(tw, ticks):
+    """try61: four failed_to_start attempts, held a second each, read 71 % on `fairway history`, `seff` and
+    the page: the minute's utilization of the work before them. Nothing of theirs ran: not measured."""
+    gpu = GPU.objects.get(host=tw.host("h1", 1))
+    minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    a = _held(tw, [gpu], placed=minute + timedelta(seconds=20), ended=minute + timedelta(seconds=21))
+    Attempt.objects.filter(pk=a.pk).update(started_at=None, end_reason="failed_to_start")
+    _sample(gpu, minute, 71.0, memory=60_000)
+    data = efficiency_of_attempts([a.pk])[a.pk].as_data()
+    assert data["gpu_hours"] == round(1 / 3600, 4)  # held from its placing, as the pyramid counts it
+    assert data["utilization"] is None and data["idle"] is None and data["not_measured"] == 1.0
+    started = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(seconds=40))
+    assert efficiency_of_attempts([started.pk])[started.pk].as_data()["utilization"] == 0.71

@@ -40,6 +40,18 @@ def test_the_list_offers_the_actions_only_with_a_filter(client_of, researcher, m
     assert "Cancel these 2" in page and 'href="/workloads/bulk/?action=hold&amp;owner=me&amp;state=pending"' in page
 
 
+def test_the_list_offers_no_action_where_every_match_has_ended(client_of, researcher, mine):
+    """try61: /workloads/?state=succeeded offered "Cancel these 15 · Hold · Release", whose preview
+    then said "0 to cancel" (all of them already_final); and "All 3 these filters match" lacked its noun."""
+    from scheduler.services import do_cancel_workload
+
+    do_cancel_workload(researcher, mine[0])
+    page = client_of(researcher).get("/workloads/?owner=me&state=canceled").content.decode()
+    assert 'id="bulk-actions"' not in page
+    page = client_of(researcher).get("/workloads/?owner=me").content.decode()
+    assert "All 2 workloads these filters match" in page and "Cancel these 2" in page
+
+
 def test_the_preview_changes_nothing_and_names_the_skips(client_of, researcher, mine, theirs):
     before = states()
     response = client_of(researcher).get("/workloads/bulk/?action=cancel&state=pending")
@@ -94,7 +106,7 @@ def test_cancel_these_from_the_list_in_a_browser(new_page, live_server, research
     page.wait_for_url(f"{live_server.url}/workloads/?state=pending")
     notice = page.inner_text(".notice")
 
-    assert "Cancel these 3" in offer
+    assert "Cancel these 3" in offer and offer.startswith("All 3 workloads these filters match")
     assert "3 workloads match: 2 to cancel" in count and "forbidden" in skips
     assert set(untouched.values()) == {"pending"}  # the preview changed nothing
     assert notice == "Canceled 2 workloads."
