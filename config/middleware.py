@@ -9,6 +9,10 @@
 ``DatabaseBusyMiddleware``: a view that could not get a database connection (the process's pool
 stayed empty for ``FAIRWAY_DB_POOL_TIMEOUT_S``, or PostgreSQL refused one: "too many clients")
 is answered 503 + ``Retry-After`` (code ``database_busy``), never 500: the request changed nothing.
+One whose connection PostgreSQL ended or could not be reached (a restart, a failover,
+``pg_terminate_backend``; db61: was a 500) is answered 503 + ``Retry-After``, code
+``database_unavailable``, logged once with the request (its transaction was rolled back, but a
+commit under way may have been applied: docs/deploy.md, "PostgreSQL restarts and failovers").
 
 Under ``/api/`` the answers use the API's one error format (``config.api``); elsewhere the
 plain pages (404 page, 400/413 text). Surrogates cannot arrive through a URL or a form: Django
@@ -22,9 +26,10 @@ from collections.abc import Callable
 from django.conf import settings
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.messages.storage import default_storage
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError, connections
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.functional import SimpleLazyObject, empty
+from django.utils.log import log_response
 
 
 def _is_api(request: HttpRequest) -> bool:
@@ -66,7 +71,13 @@ class InputGuardMiddleware:
 
 
 TOO_MANY_CONNECTIONS = "53300"  # PostgreSQL's SQLSTATE for "sorry, too many clients already"
-DATABASE_BUSY_RETRY_AFTER_S = 2
+DATABASE_RETRY_AFTER_S = 2
+"""``Retry-After`` of a 503 ``database_busy`` or ``database_unavailable``."""
+LOST_CONNECTION_SQLSTATES = ("08", "57P")
+"""SQLSTATEs of a connection that is gone: class 08 (connection exception) and 57P01-57P05 (admin
+or crash shutdown, cannot connect now: a restart or failover; database dropped, idle session
+timeout). Not 57014 (a canceled statement: the connection lives on)."""
+DATABASE_UNAVAILABLE = "The database is unreachable; try again in a moment."
 
 
 def is_connection_shortage(exc: BaseException) -> bool:
@@ -83,8 +94,56 @@ def is_connection_shortage(exc: BaseException) -> bool:
     return getattr(cause, "sqlstate", None) == TOO_MANY_CONNECTIONS or "too many clients" in str(exc)
 
 
+def is_lost_connection(exc: BaseException) -> bool:
+    """True for a PostgreSQL connection lost or not to be had (ended by the server, unreachable),
+    never for an ordinary database error (a deadlock, a canceled statement, a constraint, a bug):
+    psycopg's error with a connection SQLSTATE (:data:`LOST_CONNECTION_SQLSTATES`), or one without
+    a SQLSTATE (psycopg's own: "server closed the connection unexpectedly", "connection failed")
+    while this thread's connection is closed or was never made."""
+    if not isinstance(exc, OperationalError | InterfaceError) or is_connection_shortage(exc):
+        return False
+    try:
+        import psycopg
+    except ImportError:  # SQLite-only installs
+        return False
+    cause = exc.__cause__
+    if not isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    if cause.sqlstate:
+        return cause.sqlstate.startswith(LOST_CONNECTION_SQLSTATES)
+    return any(
+        db.connection is None or db.connection.closed
+        for db in connections.all(initialized_only=True)
+        if db.vendor == "postgresql"
+    )
+
+
+def database_unavailable(request: HttpRequest, exc: BaseException) -> HttpResponse:
+    """The 503 of a request whose database connection was lost (:func:`is_lost_connection`),
+    logged once with the request (Django's own log of the response is then skipped)."""
+    if _is_api(request):
+        response: HttpResponse = JsonResponse(
+            {"detail": DATABASE_UNAVAILABLE, "code": "database_unavailable"}, status=503
+        )
+    else:
+        response = HttpResponse(DATABASE_UNAVAILABLE, status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+    cause = exc.__cause__ or exc
+    reason = " ".join(str(cause).split()) or type(cause).__name__
+    log_response(
+        "Service Unavailable: %s %s: the database is unreachable (%s: %s)",
+        request.method or "",
+        request.path,
+        type(cause).__name__,
+        reason,
+        response=response,
+        request=request,
+    )
+    return response
+
+
 class DatabaseBusyMiddleware:
-    """503 + ``Retry-After`` instead of 500 when a view could not get a database connection."""
+    """503 + ``Retry-After`` instead of 500 when a view could not get a database connection, or lost it."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -93,6 +152,8 @@ class DatabaseBusyMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_lost_connection(exception):
+            return database_unavailable(request, exception)
         if not is_connection_shortage(exception):
             return None
         message = "The database is busy; retry after the Retry-After seconds."
@@ -100,7 +161,7 @@ class DatabaseBusyMiddleware:
             response: HttpResponse = JsonResponse({"detail": message, "code": "database_busy"}, status=503)
         else:
             response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
-        response["Retry-After"] = str(DATABASE_BUSY_RETRY_AFTER_S)
+        response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
         return response
 
 

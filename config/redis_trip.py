@@ -10,10 +10,17 @@ Outside a block (the workers, the clock, a shell) :func:`defer` sends at once, t
 
 What a write decides from its results (the tick's message, sent when its marker was newly set) is
 decided when they come back; an exception raised there is raised again once every write has
-had its results (the first one), as it was raised at the write before."""
+had its results (the first one), as it was raised at the write before.
+
+Redis unreachable at the end of a request (a restart, a failover; db61): its response was made and
+its database work committed, so it is answered as made, and the failure is one warning line with
+the request (a submission answered 500 after its commit read as refused and was sent again). What
+failed is the tick's "pending" marker or message, or a histogram's increments: the clock asks
+every cluster for a tick at its next beat (``scheduler.clock``)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +32,7 @@ Then = Callable[[list[Any]], None]
 """Receives the results of the write's commands (an exception object for a failed one)."""
 
 _state = threading.local()
+logger = logging.getLogger(__name__)
 
 
 def deferring() -> bool:
@@ -96,5 +104,22 @@ class OneRedisTripMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: Any) -> Any:
-        with one_trip():
-            return self.get_response(request)
+        import redis.exceptions
+
+        answer = None
+        try:
+            with one_trip():
+                answer = self.get_response(request)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            if answer is None:  # not the trip's: a middleware's own (never, Django answers those)
+                raise
+            logger.warning(
+                "%s %s answered %s, but Redis could not be reached for its writes (%s: %s): its tick"
+                " was not asked for; the clock asks again at its next beat",
+                request.method,
+                request.path,
+                answer.status_code,
+                type(exc).__name__,
+                exc,
+            )
+        return answer

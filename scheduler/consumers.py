@@ -81,6 +81,10 @@ INBOX_DRAIN_S = 60.0
 """How long a disconnect waits for the messages its connection sent before closing to be handled."""
 CLOSE_SERVICE_RESTART = 1012
 """Close code of uvicorn's graceful shutdown (SIGTERM): a disconnect with it flushes the hub."""
+CLOSE_TRY_AGAIN_LATER = 1013
+"""The close of a connection whose channel layer (Redis) cannot be reached (db61): the agent
+connects again, as after any close but a removal's."""
+LAYER_UNREACHABLE_REASON = "the server cannot reach its channel layer (Redis); connect again"
 READ_END = "agent.read.end"
 """Message type a connection sends its own channel to end its channel-layer read (:meth:`AgentConsumer.__call__`)."""
 READ_END_S = 10.0
@@ -520,10 +524,16 @@ class AgentConsumer(AsyncWebsocketConsumer):
         # 600 s) on this one under its old id, which must name no request here (another person's)
         self.seq = (self.generation % (1 << 30)) << 32
         self.group = gateway.host_group(host.pk)
-        async with gateway.hub().layer_slots:  # not hundreds of Redis connections opened at once
-            await self.channel_layer.group_add(self.group, self.channel_name)
-            # One live connection per host: the newest wins, older ones (in any web process) close.
-            await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
+        try:
+            async with gateway.hub().layer_slots:  # not hundreds of Redis connections opened at once
+                await self.channel_layer.group_add(self.group, self.channel_name)
+                # One live connection per host: the newest wins, older ones (in any web process) close.
+                await self.channel_layer.group_send(
+                    self.group, {"type": "agent.superseded", "generation": self.generation}
+                )
+        except gateway.LAYER_UNREACHABLE as exc:
+            await self._layer_unreachable(exc)
+            return
         logger.info("agent of host %s connected from %s", host.name, self.scope.get("client"))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -551,16 +561,44 @@ class AgentConsumer(AsyncWebsocketConsumer):
             while True:
                 await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
                 for name, task in list(tasks.items()):
-                    if task.done():
-                        await self.dispatch(task.result())
-                        tasks[name] = asyncio.ensure_future(reads[name]())
+                    if not task.done():
+                        continue
+                    if name == "layer" and isinstance(task.exception(), gateway.LAYER_UNREACHABLE):
+                        del tasks["layer"]  # Redis went away (db61): no more reads, the socket is closed
+                        await self._layer_unreachable(task.exception())  # type: ignore[arg-type]
+                        continue
+                    await self.dispatch(task.result())
+                    tasks[name] = asyncio.ensure_future(reads[name]())
         except StopConsumer:
             pass
         finally:
             tasks["socket"].cancel()
             with contextlib.suppress(BaseException):
                 await tasks["socket"]
-            await self._end_layer_read(tasks["layer"])
+            if "layer" in tasks:
+                await self._end_layer_read(tasks["layer"])
+
+    async def _layer_unreachable(self, exc: BaseException) -> None:
+        """The channel layer (Redis) cannot be reached (a restart; db61: a traceback, and the
+        socket closed with 1011): one warning line, the connection closed with
+        :data:`CLOSE_TRY_AGAIN_LATER`; the agent connects again. Once per connection."""
+        if getattr(self, "layer_lost", False):
+            return
+        self.layer_lost = True
+        host = self.host.name if getattr(self, "host", None) is not None else "?"
+        logger.warning(
+            "agent of host %s: the channel layer (Redis) cannot be reached (%s: %s); its connection is closed,"
+            " it connects again",
+            host,
+            type(exc).__name__,
+            exc,
+        )
+        self.closing = True
+        self.live = False
+        if getattr(self, "host", None) is not None:
+            gateway.hub().unregister(self.host.pk, self)
+        with contextlib.suppress(Exception):
+            await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=LAYER_UNREACHABLE_REASON)
 
     async def _end_layer_read(self, read: asyncio.Future[Any]) -> None:
         """End the channel-layer read ``read`` with a :data:`READ_END` message to this connection's
@@ -648,10 +686,13 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 # uvicorn's graceful shutdown closed the socket (SIGTERM): the process stops, its
                 # hub's flusher with it; the buffered heartbeats are written now, not lost.
                 await gateway.hub().flush()
-            async with gateway.hub().layer_slots:  # a SIGTERM ends them all at once (gateway.LAYER_SLOTS)
-                await self.channel_layer.group_discard(self.group, self.channel_name)
-                if self.in_hubs:
-                    await self.channel_layer.group_discard(gateway.HUBS_GROUP, self.channel_name)
+            try:
+                async with gateway.hub().layer_slots:  # a SIGTERM ends them all at once (gateway.LAYER_SLOTS)
+                    await self.channel_layer.group_discard(self.group, self.channel_name)
+                    if self.in_hubs:
+                        await self.channel_layer.group_discard(gateway.HUBS_GROUP, self.channel_name)
+            except gateway.LAYER_UNREACHABLE:  # said once (_layer_unreachable); the membership expires
+                pass
             logger.info("agent of host %s disconnected (%s)", self.host.name, code)
 
     async def _shut(self, code: int, why: str) -> None:

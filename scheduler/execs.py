@@ -195,8 +195,9 @@ def do_exec(
     anyone else; 409 ``not_running`` (no such attempt running: the agent's confirmed start and no
     end), ``host_offline`` (its agent is not connected), ``agent_too_old``, ``exec_readopted`` (its
     agent restarted since the start), ``exec_failed`` (the attempt's containment could not be
-    entered, or the agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the channel layer failed:
-    nothing was sent); 504 ``exec_timeout`` (no answer within the timeout and a few seconds)."""
+    entered, or the agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the
+    channel layer failed: nothing was sent, or the answer was lost: the command may have run); 504
+    ``exec_timeout`` (no answer within the timeout and a few seconds)."""
     attempt = exec_target(user, workload, number, rank)
     host = exec_host(attempt, rank)
     global _in_flight
@@ -243,6 +244,13 @@ def agent_refusal(error: str, message: str, host_name: str, number: int, workloa
         return _refuse(
             "exec_unavailable",
             f"The server cannot reach the agents now ({message}); the command did not run. Try again shortly.",
+            503,
+        )
+    if error == "answer_lost":  # db61: Redis went away after the command was sent
+        return _refuse(
+            "exec_unavailable",
+            f"The server lost the agent's answer ({message}); the command was sent and may have run."
+            " Try again shortly.",
             503,
         )
     if error == "agent_too_old":

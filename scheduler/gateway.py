@@ -205,6 +205,20 @@ PUSH_PER_HOST_MAX = 3
 """A push of at most this many hosts goes to each host's own group (one message, read by the one web
 process holding its connection); a larger one to :data:`HUBS_GROUP` (one message, read once by each
 web process: 2–4 in the usual layouts)."""
+
+
+def _layer_unreachable_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import redis.exceptions
+    except ImportError:  # pragma: no cover -- redis is a dependency of channels-redis and dramatiq
+        return (ConnectionError,)
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError)
+
+
+LAYER_UNREACHABLE = _layer_unreachable_errors()
+"""What the channel layer raises when Redis cannot be reached (a restart, a failover): redis-py's
+connection and timeout errors, and the OS's (db61)."""
+
 LAYER_SLOTS = 8
 """Group joins and leaves of the agent connections of one web process in flight at once
 (:attr:`AgentHub.layer_slots`: at connect, at disconnect, the hourly renewals). Each takes a Redis
@@ -1332,7 +1346,8 @@ def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int,
     (the consumer's ``exec.request``); blocks at most ``timeout_s`` + :data:`EXEC_REPLY_GRACE_S`
     seconds. Returns the consumer's reply (``exit_code``, ``stdout``, ``stderr``, ``truncated``,
     ``timed_out``) or ``{"error": code, "message": words}`` (``exec_timeout``: no answer in time;
-    ``unavailable``: the channel layer failed before the request was sent, so nothing ran).
+    ``unavailable``: the channel layer failed before the request was sent, so nothing ran;
+    ``answer_lost``: it failed after, so the command may have run).
     Call from a thread, never from the server's event loop; asked as log tails are
     (:func:`request_log_tails`: the server's loop with the in-memory layer, else this process's own)."""
     layer = get_channel_layer()
@@ -1355,12 +1370,21 @@ def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int,
                 },
             )
         except Exception as exc:  # Redis down: nothing was sent, nothing ran (brk59: read "no answer in time")
-            logger.warning("exec in attempt %s on host %s not sent", wire_id, host_id, exc_info=True)
+            logger.warning(  # one line, no traceback (db61)
+                "exec in attempt %s on host %s not sent: the channel layer failed (%s: %s)",
+                wire_id, host_id, type(exc).__name__, exc,
+            )  # fmt: skip
             return {"error": "unavailable", "message": f"the channel layer failed: {type(exc).__name__}"}
         try:
             return dict(await asyncio.wait_for(layer.receive(channel), wait_s))
         except TimeoutError:
             return {"error": "exec_timeout", "message": f"no answer from the agent within {wait_s:g} s"}
+        except LAYER_UNREACHABLE as exc:  # sent, then Redis went away (db61: read "no answer in time")
+            logger.warning(
+                "exec in attempt %s on host %s: its answer was lost, the channel layer failed (%s: %s)",
+                wire_id, host_id, type(exc).__name__, exc,
+            )  # fmt: skip
+            return {"error": "answer_lost", "message": f"the channel layer failed: {type(exc).__name__}"}
 
     try:
         if _is_in_memory(layer):

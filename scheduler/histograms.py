@@ -148,7 +148,8 @@ def observe_many(observations: Sequence[tuple[Histogram, float, Sequence[str]]])
                 failed = next((r for r in results if isinstance(r, Exception)), None)
                 if failed is not None:
                     names = ", ".join(h.name for h, _v, _l in observations)
-                    logger.warning("could not record %s", names, exc_info=failed)
+                    # one line: Redis unreachable (a restart) is said by the request's trip too (db61)
+                    logger.warning("could not record %s: %s: %s", names, type(failed).__name__, failed)
 
             # In a request: with its other Redis writes, once its response is made (config.redis_trip).
             redis_trip.defer(client, add, then)

@@ -30,6 +30,21 @@ def pool_of(min_size: int, max_size: int) -> Iterator[None]:
     """This test's connections through a pool of its own size (``min_size`` kept, at most
     ``max_size``), whatever ``FAIRWAY_DB_POOL`` says; the settings' pool again afterwards.
     PostgreSQL only: skips the test elsewhere."""
+    with _pool_option({"min_size": min_size, "max_size": max_size, "timeout": 10}):
+        yield
+
+
+@contextmanager
+def without_pool() -> Iterator[None]:
+    """This test's connections without a pool (``FAIRWAY_DB_POOL=false``: one connection per unit
+    of work), whatever ``FAIRWAY_DB_POOL`` says; the settings' pool again afterwards. PostgreSQL
+    only: skips the test elsewhere."""
+    with _pool_option(None):
+        yield
+
+
+@contextmanager
+def _pool_option(pool: dict[str, float] | None) -> Iterator[None]:
     import pytest
     from django.db import connection
 
@@ -39,13 +54,16 @@ def pool_of(min_size: int, max_size: int) -> Iterator[None]:
     before = options.get("pool")
     connection.close()
     connection.close_pool()
-    options["pool"] = {"min_size": min_size, "max_size": max_size, "timeout": 10}
+    if pool is None:
+        options.pop("pool", None)
+    else:
+        options["pool"] = pool
     try:
         yield
     finally:
         connection.close()
         connection.close_pool()
         if before is None:
-            del options["pool"]
+            options.pop("pool", None)
         else:
             options["pool"] = before

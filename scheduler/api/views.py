@@ -603,7 +603,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         ``invalid_timeout``, ``invalid_attempt``, ``invalid_rank``; 403 ``forbidden`` (anyone but
         the owner: managers and admins too); 409 ``not_running``, ``host_offline``,
         ``agent_too_old``, ``exec_readopted``, ``exec_failed``; 429 (``FAIRWAY_THROTTLE_EXEC``,
-        ``exec_busy``); 503 ``exec_unavailable`` (the channel layer failed: the command did not run); 504
+        ``exec_busy``); 503 ``exec_unavailable`` (the channel layer failed: the command did not run,
+        or its answer was lost: it may have run); 504
         ``exec_timeout`` (the agent did not answer)."""
         from scheduler.execs import do_exec, exec_arguments
 

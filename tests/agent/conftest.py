@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from agent.runtime.process import ProcessRuntime
 
 # The helpers live in a uniquely named module next to this file; putting the directory on the
 # path keeps them importable under any pytest import mode.
@@ -22,3 +27,31 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
     path.mkdir()
     yield path
     kill_leftovers(path)
+
+
+@pytest.fixture(autouse=True)
+def reap_attempt_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every attempt process a test's :class:`ProcessRuntime` started is waited for at the test's
+    end (killed first when still running; autouse: torn down after ``state_dir``'s kill).
+
+    An attempt outlives its agent by design (a test stops the agent with it running, or a second
+    agent stops it by its pid), so the first runtime's ``Popen`` was never waited: collected later,
+    in whatever test the garbage collector ran in, it warned ``ResourceWarning: subprocess N is
+    still running``, in CI as an unraisable exception of tests/ops/test_static_asgi.py (whose
+    warnings are errors) on the worker that had run tests/agent/test_agent_client.py (db61)."""
+    made: list[ProcessRuntime] = []
+    init = ProcessRuntime.__init__
+
+    def tracked(self: ProcessRuntime, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(ProcessRuntime, "__init__", tracked)
+    yield
+    for runtime in made:
+        for proc in list(runtime._procs.values()):  # noqa: SLF001 -- the runtime's own handles
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)

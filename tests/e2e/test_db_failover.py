@@ -16,6 +16,8 @@ periodic work (a tick, a beat of the clock, a heartbeat flush: each may fail onc
   (before: the worker 2 failed ticks and a failed sweep, the clock 2 failed beats).
 
 The test's own process loses its connections too: its pool replaces them (the same settings).
+db61: the same without the pool (``FAIRWAY_DB_POOL=false``): each unit of work opens its own
+connection, and a kept one is checked before reuse (``CONN_HEALTH_CHECKS``).
 
 Skipped without PostgreSQL (``DATABASE_URL``) and Redis (``REDIS_URL``): production runs on both.
 """
@@ -66,7 +68,8 @@ process): a failed request (django.request), tick or sweep (dramatiq), beat (the
 
 
 class Layout:
-    def __init__(self, procs: Processes, api: Api, db_url: str, cluster: str, budget: str) -> None:
+    def __init__(self, procs: Processes, api: Api, db_url: str, cluster: str, budget: str, pooled: bool) -> None:
+        self.pooled = pooled
         self.procs = procs
         self.api = api
         self.db_url = db_url
@@ -141,16 +144,23 @@ def _seed() -> tuple[str, str, str]:
     return api_token, host_token, "org/lab"
 
 
-@pytest.fixture
-def layout(transactional_db: None, tmp_path: Path) -> Iterator[Layout]:
+@pytest.fixture(params=[True, False], ids=["pool", "no-pool"])
+def layout(request: pytest.FixtureRequest, transactional_db: None, tmp_path: Path) -> Iterator[Layout]:
+    """The production layout, its processes with psycopg's pool (the default) or without (db61:
+    ``FAIRWAY_DB_POOL=false``)."""
     from django.db import connection
+
+    pooled: bool = request.param
 
     api_token, host_token, budget = _seed()
     db_url = urlunparse(urlparse(DATABASE_URL)._replace(path=f"/{connection.settings_dict['NAME']}"))
     with contextlib.ExitStack() as cleanup:
         redis_url = cleanup.enter_context(own_redis_db(REDIS_URL))
         (tmp_path / "var").mkdir()
-        procs = Processes(tmp_path / "logs", server_env(db_url, redis_url, tmp_path / "var"))  # pools of 1 to 4
+        env = server_env(db_url, redis_url, tmp_path / "var")  # pools of 1 to 4
+        if not pooled:
+            env["FAIRWAY_DB_POOL"] = "false"
+        procs = Processes(tmp_path / "logs", env)
         state_dir = tmp_path / "agent"
 
         @cleanup.callback
@@ -176,7 +186,7 @@ def layout(transactional_db: None, tmp_path: Path) -> Iterator[Layout]:
              "--heartbeat", "0.5", "--backoff-max", "1"],
             agent_env,
         )  # fmt: skip
-        the = Layout(procs, Api(f"http://127.0.0.1:{port}", api_token), db_url, "failover", budget)
+        the = Layout(procs, Api(f"http://127.0.0.1:{port}", api_token), db_url, "failover", budget, pooled)
         the.wait(lambda: the.api.get("me/", timeout=2), 60, "the web process to answer")
         the.wait(
             lambda: the.sql("SELECT agent_version FROM scheduler_host WHERE name = 'h1'")[0][0], 60, "the agent's hello"
@@ -195,7 +205,8 @@ def test_every_process_recovers_when_postgresql_ends_its_sessions(layout: Layout
     assert layout.errors_logged() == {"web": 0, "worker": 0, "clock": 0}, layout.procs.report()
     # When PostgreSQL ends every session of the database (a restart, a failover)
     ended = layout.end_every_session()
-    assert len(ended) >= 4, ended  # the web process's pooled ones, the worker's, the clock's
+    # the web process's pooled ones, the worker's, the clock's; without pools, what was open then
+    assert len(ended) >= (4 if layout.pooled else 1), ended
     killed_at = time.monotonic()
 
     # Then the next requests are all answered, at once
@@ -219,7 +230,8 @@ def test_every_process_recovers_when_postgresql_ends_its_sessions(layout: Layout
     assert all(layout.procs.alive(name) for name in ("web", "worker", "clock", "agent")), layout.procs.report()
     logged = layout.errors_logged()
     print(
-        f"pool58: {len(ended)} sessions ended; {len(answers)} requests answered in {recovered_s:.2f}s "
+        f"pool58 ({'pool' if layout.pooled else 'no pool'}): "
+        f"{len(ended)} sessions ended; {len(answers)} requests answered in {recovered_s:.2f}s "
         f"(slowest {max(took):.2f}s); the workload submitted next ran {ran_s:.1f}s after; errors logged: {logged}"
     )
     assert all(n <= 1 for n in logged.values()), f"{logged}\n{layout.procs.report()}"
