@@ -59,8 +59,12 @@ class Standing:
     """(set in ``__init__``; empty in a standing pickled before scheduled drains were read)"""
 
     preempt_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int], int, set[str]]] | None = None
-    """(:meth:`_caches`; None in a standing pickled before it was kept: ``screen._preempt_rooms``
+    """(:meth:`_caches`; None in a standing pickled before it was kept: ``screen_rooms.preempt_rooms``
     starts it.)"""
+    open_rooms: dict[tuple[str, frozenset[str]], tuple[dict[str, int], int]] | None = None
+    """(model, allowed budgets) -> (``preempt_rooms``' rooms of that entry, the most room over the
+    hosts without a scheduled drain): ``screen_rooms.open_rooms``, started there; dropped when those
+    rooms are read again."""
 
     def __init__(self, snap: Snapshot, pending: dict[str, Workload] | None = None, *, kept: bool = False) -> None:
         if pending is None:
@@ -132,8 +136,9 @@ class Standing:
         # (model, allowed budgets) -> (ClusterState.mark, host -> reserve.ruled_out's room)
         self.bound_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int]]] = {}
         # (model, allowed budgets) -> (ClusterState.mark, host -> the screen's preemption room there,
-        # the most, the hosts that room vacates whole): screen._preempt_rooms
+        # the most, the hosts that room vacates whole): screen_rooms.preempt_rooms
         self.preempt_rooms = {}
+        self.open_rooms = None
         # (model, size, CPUs, memory, allowed budgets) -> (ClusterState.mark, host -> instant a
         # gang could have it whole from, before ``now`` is applied): reserve._gang_starts
         self.gang_starts: dict[tuple[object, ...], tuple[int, dict[str, int | None]]] = {}
