@@ -330,9 +330,13 @@ def drain_acts(standing: Standing) -> bool:
     ``Pass.run``): one with a non-leaving attempt it stops (a drain now, or work unprotected now),
     or with no attempt at all (it turns drained). A draining host whose every attempt is protected
     or leaving is, for the rest of the pass, a host that is not active, as a cordoned one (perf59:
-    the estimates' passes after a scheduled drain stay screened)."""
+    the estimates' passes after a scheduled drain stay screened). Reads the draining hosts alone
+    (``Standing.draining_hosts``, est61: the walk over every host was 11 % of the forward
+    simulation with half the hosts given a drain)."""
     st, now = standing.state, standing.now
-    for hv in st.hosts.values():
+    names = standing.draining_hosts
+    views = st.hosts.values() if names is None else (st.hosts[n] for n in names)
+    for hv in views:
         if hv.host.state != HostState.DRAINING:
             continue
         if not hv.attempts:
