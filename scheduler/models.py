@@ -95,6 +95,12 @@ class Cluster(models.Model):
         "(isolation.allow_root). Off: an attempt that would run as root fails to start (docs/isolation.md)",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    estimated_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="the snapshot instant of its last estimates run: work pending since then awaits the next run "
+        "(scheduler.estimates.estimate_coverage, est61)",
+    )
 
     objects = ClusterQuerySet.as_manager()
 

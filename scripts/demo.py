@@ -450,13 +450,15 @@ class CoverageSampler:
     """Samples, every ``every`` seconds during the replay, how many pending allocated workloads
     carry an estimated start (``scheduler.estimates.estimate_coverage``: held,
     unschedulable and dependency-waiting ones not counted, nor those no tick has seen yet, whose
-    reason is not known: summed apart and shown), and sums the samples."""
+    reason is not known, nor those no estimates run has read yet: both summed apart and shown),
+    and sums the samples."""
 
     def __init__(self, every: float = 5.0) -> None:
         self.every = every
         self.counted = 0
         self.estimated = 0
         self.unseen = 0
+        self.awaiting = 0
         self.samples = 0
         self.worst: float | None = None
         self._stop = threading.Event()
@@ -484,6 +486,7 @@ class CoverageSampler:
             finally:
                 connection.close()  # never hold the SQLite file between polls
             self.unseen += cov.unseen
+            self.awaiting += cov.awaiting
             if cov.counted:
                 self.samples += 1
                 self.counted += cov.counted
@@ -499,8 +502,9 @@ class CoverageSampler:
             f"({100 * self.estimated / self.counted:.1f} %) over {self.samples} samples every {self.every:g} s "
             f"carried an estimated start (worst sample {100 * (self.worst or 0):.1f} %; held, "
             "unschedulable and dependency-waiting ones not counted, nor the "
-            f"{self.unseen} not yet seen by a tick, whose reason is not known yet; counting those: "
-            f"{100 * self.estimated / (self.counted + self.unseen):.1f} %)"
+            f"{self.unseen} not yet seen by a tick, whose reason is not known yet, nor the {self.awaiting} "
+            "no estimates run had read yet; counting those: "
+            f"{100 * self.estimated / (self.counted + self.unseen + self.awaiting):.1f} %)"
         )
 
 

@@ -47,6 +47,11 @@ The screen is conservative on every rule it reads:
 - §3.3 placement: a pending workload (not held, not capped with ``on_cap=hold``) that
   fits the free GPUs of one active host, or for a gang enough whole free hosts, may
   start; reservations are ignored (they only forbid);
+- scheduled drains (est61): an active host whose drain is scheduled at ``T`` starts no allocated
+  work whose protection would cross ``T`` (``PassState.drain_allows``), so its free GPUs,
+  unallocated and preemptible work are room only for an M up to ``T - now``: the summary keeps
+  such hosts apart, by ``T`` (``screen_summary.DrainTable``), and each test below reads the hosts
+  allowed for the least M of the work it tests (unallocated or downgraded work: every host);
 - §3.4 preemption: for every budget ``p`` with pending allocated work, the victim
   budgets rule 2 allows are taken with ``p``'s smallest commitment (rule 2 only gets
   stricter with a larger one); a host where free GPUs, unallocated work and unprotected
@@ -68,12 +73,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 import scheduler.policy.contract as contract
-import scheduler.policy.room_index as room_index
-from scheduler.policy.contract import NEVER, NOW
+import scheduler.policy.screen_rooms as screen_rooms
 from scheduler.policy.pending import Coarse
 from scheduler.policy.screen_nominees import counts_of, nominations_wait, want_without_nominees
 from scheduler.policy.screen_summary import (
-    NONE,
+    ANY,
     KeptSummary,
     Requests,
     Summary,
@@ -84,7 +88,6 @@ from scheduler.policy.screen_summary import (
     summary_of,
 )
 from scheduler.policy.standing import Standing
-from scheduler.policy.state import KEPT_LIMIT, HostView
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Snapshot, Start, Workload
 from scheduler.policy.usage import pass_loads
@@ -216,15 +219,29 @@ def _screen(
         return None
     summary = kept.of(standing) if kept is not None else summary_of(standing)
     req = requests_of(standing, pending, tree) if requests is None else requests()
-    if req.fit(summary):
+    if req.fit(summary, standing.now):
         return None  # some workload fits the free GPUs
     want = req.want
     if not want:
         return starting
     again = _refiner(req, standing, nominees, shape_count)
-    if _base_acts(summary, want, again) or _preempt_acts(standing, summary, tree, loads, want, again, allowed_in):
+    lo = _lows(standing, req)
+    if _base_acts(summary, want, again, lo) or _preempt_acts(
+        standing, summary, tree, loads, want, again, allowed_in, lo
+    ):
         return None
     return starting
+
+
+Lows = Callable[[tuple[str, str]], int]
+"""Per :data:`Want` key, the earliest scheduled drain that allows its work on a host: ``now`` + the
+least M of its work (``PassState.drain_allows``: an allocated start whose protection would cross
+a host's drain is refused there, so that host is no room for it; est61)."""
+
+
+def _lows(standing: Standing, req: Requests) -> Lows:
+    now, want_m = standing.now, req.want_m
+    return lambda key: now + want_m.get(key, ANY)
 
 
 AllowedIn = Callable[[str, int, set[str]], frozenset[str]]
@@ -258,20 +275,22 @@ def _refiner(
     return again
 
 
-def _base(summary: Summary, model: str, need: int, hosts_needed: int) -> bool:
-    """Free GPUs and unallocated work reach ``need`` on one host, or ``hosts_needed`` whole hosts.
+def _base(summary: Summary, model: str, need: int, hosts_needed: int, lo: int) -> bool:
+    """Free GPUs and unallocated work reach ``need`` on one host, or ``hosts_needed`` whole hosts,
+    among the hosts no drain before ``lo`` refuses (:meth:`Summary.open`).
     (Unallocated work is class NOW for every allocated workload: contract.victim_class.)"""
-    return summary.most_base.get(model, 0) >= need or summary.vacatable_base.get(model, 0) >= hosts_needed
+    _, _, most, vacatable = summary.open(model, lo)
+    return most >= need or vacatable >= hosts_needed
 
 
-def _base_acts(summary: Summary, want: Want, again: Again | None) -> bool:
+def _base_acts(summary: Summary, want: Want, again: Again | None, lo: Lows) -> bool:
     """Some budget's allocated work may start by taking free GPUs and unallocated work."""
     for key, (need, hosts_needed, _) in want.items():
-        if not _base(summary, key[1], need, hosts_needed):
+        if not _base(summary, key[1], need, hosts_needed, lo(key)):
             continue
         if again is not None:
             entry = again(key)
-            if entry is None or not _base(summary, key[1], entry[0], entry[1]):
+            if entry is None or not _base(summary, key[1], entry[0], entry[1], lo(key)):
                 continue
         return True
     return False
@@ -285,8 +304,10 @@ def _preempt_acts(
     want: Want,
     again: Again | None,
     allowed_in: AllowedIn | None = None,
+    lo: Lows | None = None,
 ) -> bool:
-    """Some budget's allocated work may preempt unprotected work rule 2 allows it (§3.4)."""
+    """Some budget's allocated work may preempt unprotected work rule 2 allows it (§3.4), on a
+    host no scheduled drain refuses it (``lo``; None: every host)."""
     victim_budgets = {v for v, where in standing.victim_hosts.items() if where and v in tree.budgets}
     if not victim_budgets:
         return False
@@ -294,7 +315,8 @@ def _preempt_acts(
 
     def acts(p: str, model: str, need: int, hosts_needed: int, commitment: int) -> bool:
         allowed = rule2_in(p, commitment, victim_budgets)
-        return bool(allowed) and _may_preempt(standing, summary, model, allowed, need, hosts_needed)
+        at = ANY if lo is None else lo((p, model))
+        return bool(allowed) and screen_rooms.may_preempt(standing, summary, model, allowed, need, hosts_needed, at)
 
     for key, (need, hosts_needed, commitment) in want.items():
         if not acts(*key, need, hosts_needed, commitment):
@@ -311,104 +333,3 @@ def _reader(tree: BudgetTree, load: Mapping[str, int], budgets: set[str]) -> All
     """:data:`AllowedIn` for one call's ``budgets`` (:func:`contract.allowed_reader`)."""
     reader = contract.allowed_reader(tree, load, budgets)
     return lambda p, c, _: reader(p, c)
-
-
-def _may_preempt(
-    standing: Standing, summary: Summary, model: str, allowed: frozenset[str], need: int, hosts_needed: int
-) -> bool:
-    """True when some host's room profile, with the budgets rule 2 allows at the smallest
-    commitment as class NOW, reaches ``need`` GPUs, or enough whole hosts are: read from the rooms
-    kept between passes (:func:`_preempt_rooms`); :func:`_may_preempt_walk` answers the same
-    (tests/policy/test_screen.py)."""
-    most, whole = _preempt_rooms(standing, model, allowed)
-    if most >= need:
-        return True
-    vacatable = summary.vacatable_base.get(model, 0)
-    if hosts_needed != NONE:
-        vacatable += len(whole - summary.blocked) if summary.blocked else len(whole)
-    return vacatable >= hosts_needed
-
-
-def _preempt_rooms(standing: Standing, model: str, allowed: frozenset[str]) -> tuple[int, set[str]]:
-    """The most room now on one active host of ``model`` holding unprotected work of an
-    ``allowed`` budget (free GPUs, unallocated work and that work; -1: no such host), and those
-    hosts whose room is the whole host of the model's largest size, all healthy. Kept between
-    passes per (model, allowed budgets) in ``Standing.preempt_rooms`` with each host's room
-    (:func:`_room_into`, which reads only that host) and the log mark: the hosts bumped since
-    (``ClusterState.changed_since``, the pass's own changes too) are read again."""
-    st = standing.state
-    store = standing.preempt_rooms
-    if store is None:
-        store = standing.preempt_rooms = {}
-    key = (model, allowed)
-    kept = store.get(key)
-    since = None if kept is None else st.changed_since(kept[0])
-    if kept is not None and since is not None:
-        _, rooms, most, whole = kept
-        moved = False
-        for h in since:
-            hv = st.hosts.get(h)
-            if hv is not None and hv.model == model:
-                _room_into(standing, hv, allowed, rooms, whole)
-                moved = True
-        if moved:
-            most = max(rooms.values(), default=-1)
-    else:  # the hosts of the allowed budgets' unprotected work (any other host holds none of it)
-        rooms, whole = {}, set()
-        on, hosts = standing.victim_hosts, st.hosts
-        for name in {h for v in allowed for h in on.get(v, ())}:
-            if (hv := hosts[name]).model == model:
-                _room_into(standing, hv, allowed, rooms, whole)
-        most = max(rooms.values(), default=-1)
-        if len(store) > KEPT_LIMIT:
-            store.clear()  # a bound on what is kept (allowed sets vary)
-    store[key] = (st.mark(), rooms, most, whole)
-    return most, whole
-
-
-def _room_into(
-    standing: Standing, hv: HostView, allowed: frozenset[str], rooms: dict[str, int], whole: set[str]
-) -> None:
-    """One host's entry of :func:`_preempt_rooms`: its room in ``rooms`` and whether it is whole
-    in ``whole`` when it is active and holds unprotected work of an ``allowed`` budget
-    (``Standing.agg``'s first count), else neither."""
-    name = hv.name
-    per = standing.agg.get(name)
-    mine = sum(c[0] for v, c in per.items() if v in allowed) if per and hv.active else 0
-    if not mine:
-        rooms.pop(name, None)
-        whole.discard(name)
-        return
-    room = rooms[name] = len(hv.free) + hv.unalloc + mine
-    if hv.all_healthy and room == hv.size == standing.state.largest[hv.model]:
-        whole.add(name)
-    else:
-        whole.discard(name)
-
-
-def _may_preempt_walk(
-    standing: Standing, summary: Summary, model: str, allowed: frozenset[str], need: int, hosts_needed: int
-) -> bool:
-    """:func:`_may_preempt` by walking the hosts of the allowed budgets' unprotected work, each
-    host's room profile read from the index (its oracle)."""
-    st = standing.state
-    largest = st.largest[model]
-    classes = {v: NOW if v in allowed else NEVER for v in standing.agg_budgets}
-    vacatable = summary.vacatable_base.get(model, 0)
-    hosts: set[str] = set()
-    for v in allowed:
-        hosts.update(standing.victim_hosts[v])
-    for name in sorted(hosts):
-        hv = st.hosts[name]
-        if hv.model != model or not hv.active:
-            continue
-        counts = room_index.indexed_counts(st, hv, standing.agg[name], classes)
-        if counts.now == hv.unalloc:
-            continue  # no allowed unprotected work here
-        room = counts.levels()[1]
-        if room >= need:
-            return True
-        whole = hv.all_healthy and room == hv.size == largest
-        if hosts_needed != NONE and whole and name not in summary.blocked:
-            vacatable += 1
-    return vacatable >= hosts_needed

@@ -59,8 +59,15 @@ class Standing:
     """(set in ``__init__``; empty in a standing pickled before scheduled drains were read)"""
 
     preempt_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int], int, set[str]]] | None = None
-    """(:meth:`_caches`; None in a standing pickled before it was kept: ``screen._preempt_rooms``
+    """(:meth:`_caches`; None in a standing pickled before it was kept: ``screen_rooms.preempt_rooms``
     starts it.)"""
+    draining_hosts: tuple[str, ...] | None = None
+    """The draining hosts' names (set in ``__init__``; None in a standing pickled before it was
+    kept: ``screen_summary.drain_acts`` then walks every host)."""
+    open_rooms: dict[tuple[str, frozenset[str]], tuple[dict[str, int], int]] | None = None
+    """(model, allowed budgets) -> (``preempt_rooms``' rooms of that entry, the most room over the
+    hosts without a scheduled drain): ``screen_rooms.open_rooms``, started there; dropped when those
+    rooms are read again."""
 
     def __init__(self, snap: Snapshot, pending: dict[str, Workload] | None = None, *, kept: bool = False) -> None:
         if pending is None:
@@ -74,7 +81,8 @@ class Standing:
             self.hosts_by_model.setdefault(hv.model, []).append(hv)
         self._shapes: GpuShapes | None = None
         self._infeasible: dict[tuple[str, int, int | None, int | None], bool] = {}  # shape -> unschedulable
-        self.draining = any(h.state == HostState.DRAINING for h in self.hosts)
+        self.draining_hosts = tuple(h.name for h in self.hosts if h.state == HostState.DRAINING)
+        self.draining = bool(self.draining_hosts)
         # host -> its scheduled drain's instant, active hosts only (PassState.host_allowed); empty
         # while none is scheduled, the usual case, so the rule then costs one test of a dict
         self.drains = {h.name: h.drain_at for h in self.hosts if h.drain_at is not None and h.state == HostState.ACTIVE}
@@ -132,8 +140,9 @@ class Standing:
         # (model, allowed budgets) -> (ClusterState.mark, host -> reserve.ruled_out's room)
         self.bound_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int]]] = {}
         # (model, allowed budgets) -> (ClusterState.mark, host -> the screen's preemption room there,
-        # the most, the hosts that room vacates whole): screen._preempt_rooms
+        # the most, the hosts that room vacates whole): screen_rooms.preempt_rooms
         self.preempt_rooms = {}
+        self.open_rooms = None
         # (model, size, CPUs, memory, allowed budgets) -> (ClusterState.mark, host -> instant a
         # gang could have it whole from, before ``now`` is applied): reserve._gang_starts
         self.gang_starts: dict[tuple[object, ...], tuple[int, dict[str, int | None]]] = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import scheduler.policy.screen as screen
+import scheduler.policy.screen_rooms as screen_rooms
 from scheduler.policy import GpuHealth, HostState, schedule
 from scheduler.policy.screen import nothing_to_do, ready_starts
 from scheduler.policy.screen_summary import NONE
@@ -146,6 +146,37 @@ def test_unallocated_work_is_room_for_allocated_only() -> None:
     assert _idle(snap([host("h1")], _tree(), scavengers, [pending("p", "org/a", 1, m=0)]))
 
 
+def test_a_host_with_a_drain_to_come_is_room_only_for_work_its_drain_allows() -> None:
+    """est61: a host whose drain is scheduled at T starts no allocated work whose protection would
+    cross T (``PassState.drain_allows``), so its free GPUs, unallocated and preemptible work are
+    room only for an M up to T - now: the screen calls the pass idle where that host's room is all
+    there is and the pending work's M is longer, and not idle once one fits, nor for unallocated
+    work on free GPUs (no drain refuses it). Each answer is the full pass's."""
+    h1 = replace(host("h1"), drain_at=T0 + H)
+    h2 = host("h2")
+    a_full = [running(f"a{i}", "org/a", [("h2", i)], started=T0 - H // 2) for i in range(8)]
+    free = _full("org/b", protected=True)[:4]  # h1: 4 GPUs free
+    unalloc = [running(f"u{i}", "org/b", [("h1", i)], m=0) for i in range(4, 8)]
+    b_unprotected = _full("org/b", protected=False)
+    for work, what in [(free, "free GPUs"), (free + unalloc, "unallocated work"), (b_unprotected, "unprotected work")]:
+        usage = [lump("org/b", 500)]
+        # unallocated work starts on free GPUs whatever the drain, and preempts nothing
+        for m, idle in [(2 * H, True), (H + 1, True), (H, False), (H // 2, False), (0, work is not free)]:
+            s = snap([h1, h2], _tree(), a_full + work, [pending("p", "org/a", 4, m=m)], usage)
+            assert _idle(s) is idle, (what, m)
+            assert schedule(replace(s, with_reasons=True)).changed is not idle, (what, m)
+        later = replace(s, hosts=[replace(h1, drain_at=T0 + 2 * H), h2])
+        late = replace(later, pending=[pending("p", "org/a", 4, m=2 * H)])
+        assert not _idle(late) and schedule(late).changed, what  # a drain far enough away is room
+    # a gang needs whole hosts its drain allows: h1 (drain at T0 + H) vacatable, h2 whole free
+    hosts = [h1, h2]
+    scav = [running(f"u{i}", "org/b", [("h1", i)], m=0) for i in range(8)]
+    for m, idle in [(2 * H, True), (H, False)]:
+        s = snap(hosts, _tree(), scav, [pending("g", "org/a", 16, m=m)])
+        assert _idle(s) is idle, m
+        assert schedule(replace(s, with_reasons=True)).changed is not idle, m
+
+
 def test_gang_needs_whole_vacatable_hosts() -> None:
     hosts = [host("h1"), host("h2")]
     b_unprotected = _full("org/b", protected=False)
@@ -249,21 +280,21 @@ def test_confirming_passes_with_nominees_left_out_decide_what_the_screen_says() 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_kept_preemption_rooms_answer_as_the_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     """The screen's preemption test reads each host's room kept between passes by the change log
-    (``screen._preempt_rooms``): on a busy trace (every pass checked, the pass-start screens and
+    (``screen_rooms.preempt_rooms``): on a busy trace (every pass checked, the pass-start screens and
     the tail's proofs both asking), every answer, at the asked request and at each single-host
-    need and gang size around it, is the walk's (``screen._may_preempt_walk``)."""
-    real = screen._may_preempt
+    need and gang size around it, is the walk's (``screen_rooms.may_preempt_walk``)."""
+    real = screen_rooms.may_preempt
     seen = {"asked": 0, "yes": 0, "no": 0}
 
-    def both(standing, summary, model, allowed, need, hosts_needed):  # type: ignore[no-untyped-def]
+    def both(standing, summary, model, allowed, need, hosts_needed, lo=screen_rooms.ANY):  # type: ignore[no-untyped-def]
         for n, k in [(need, hosts_needed), *((m, NONE) for m in (1, 2, 4, 8)), *((1 << 30, g) for g in (1, 2, 3))]:
-            got = real(standing, summary, model, allowed, n, k)
-            assert got == screen._may_preempt_walk(standing, summary, model, allowed, n, k), (n, k)
+            got = real(standing, summary, model, allowed, n, k, lo)
+            assert got == screen_rooms.may_preempt_walk(standing, summary, model, allowed, n, k, lo), (n, k)
             seen["yes" if got else "no"] += 1
         seen["asked"] += 1
-        return real(standing, summary, model, allowed, need, hosts_needed)
+        return real(standing, summary, model, allowed, need, hosts_needed, lo)
 
-    monkeypatch.setattr(screen, "_may_preempt", both)
+    monkeypatch.setattr(screen_rooms, "may_preempt", both)
     run_checked(busy_trace(tmp_path, seed))
     assert seen["asked"] > 50 and seen["yes"] > 50 and seen["no"] > 50, seen
 
@@ -271,12 +302,12 @@ def test_kept_preemption_rooms_answer_as_the_walk(tmp_path: Path, monkeypatch: p
 def test_a_stale_kept_room_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rooms kept without reading again the hosts bumped since (a host's first room kept for
     good) answer otherwise than the walk on the same trace: the comparison above can fail."""
-    real = screen._room_into
+    real = screen_rooms.room_into
 
     def first_only(standing, hv, allowed, rooms, whole):  # type: ignore[no-untyped-def]
         if hv.name not in rooms:
             real(standing, hv, allowed, rooms, whole)
 
-    monkeypatch.setattr(screen, "_room_into", first_only)
+    monkeypatch.setattr(screen_rooms, "room_into", first_only)
     with pytest.raises(AssertionError, match=r"^\(\d+, \d+\)"):  # the comparison's (need, hosts)
         test_kept_preemption_rooms_answer_as_the_walk(tmp_path, monkeypatch, 1)
