@@ -194,3 +194,26 @@ def test_an_attempts_exit_code_and_a_signal_death_are_kept(open_state: Path) -> 
         assert done.exit_code == 128 + 11, log_of(rt, 2)
 
     run_async(scenario())
+
+
+def test_the_namespaces_init_reaps_orphans_and_passes_on_a_signal_sent_to_it(open_state: Path) -> None:  # noqa: F811
+    """PID 1 of the attempt's namespace (its wrapper): an orphan that ends is reaped (no zombie
+    left), and a signal sent to PID 1 from inside (a root workload's ``kill -USR1 1``: an owner's
+    command may not signal root's init) reaches the command, once."""
+    from agent.runtime.isolation import Isolation, IsolationConfig
+
+    script = (
+        "trap 'echo got USR1' USR1; (sh -c 'exit 0' &); sleep 0.3; "
+        "for d in /proc/[0-9]*; do grep -q '^State:.*Z' $d/status 2>/dev/null && echo ZOMBIE ${d#/proc/}; done; "
+        "kill -USR1 1; sleep 0.3; echo done"
+    )
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, Isolation(IsolationConfig(mode="agent", allow_root=True)))
+        await rt.start(spec(1, ["sh", "-c", script], allow_root=True))
+        done = await asyncio.wait_for(exits.get(), 10)
+        out = log_of(rt, 1)
+        assert done.exit_code == 0, out
+        assert "ZOMBIE" not in out and out.count("got USR1") == 1 and "done" in out, out
+
+    run_async(scenario())
