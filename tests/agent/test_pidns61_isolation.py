@@ -63,7 +63,8 @@ def test_an_attempt_lists_only_its_own_processes_numbered_from_one(open_state: P
         a = await rt.start(spec(1, ["sh", "-c", f'sleep {MARKERS[0]}; : "$0"', SECRET_ARG], owner="pid-alice"))
         assert a.pid is not None
         alice = await _running(rt, 1, MARKERS[0], a.pid)
-        script = f"sleep {MARKERS[1]} & echo me $$; {PS}; kill $!"
+        init_env = "cat /proc/1/environ >/dev/null 2>&1 || echo init environ refused"
+        script = f"sleep {MARKERS[1]} & echo me $$; {PS}; {init_env}; kill $!"
         b = await rt.start(spec(2, ["sh", "-c", script], owner="pid-bob"))
         done = await asyncio.wait_for(exits.get(), 15)
         out = log_of(rt, 2)
@@ -73,6 +74,7 @@ def test_an_attempt_lists_only_its_own_processes_numbered_from_one(open_state: P
         me = int(out.split("me ", 1)[1].split()[0])
         assert b.pid is not None and me != b.pid and me not in alice, out  # its own number, not the host's
         assert "python -I -c" in seen[1], seen  # its init: the wrapper
+        assert "init environ refused" in out, out  # root's, not dumpable: the go it holds unreadable
         assert " -c sleep " in seen[me], seen
         assert any(f"sleep {MARKERS[1]}" == args for args in seen.values()), seen
         assert SECRET_ARG not in out and MARKERS[0] not in out, out  # nothing of alice's
