@@ -2,9 +2,10 @@
 without a container engine, and for development and the demo; docs/isolation.md).
 
 An attempt runs under a small Python wrapper (the agent's interpreter, the agent's uid) that leads
-its own session, joins the attempt's cgroup before anything else, is a child subreaper, runs the
-command under the attempt's identity, and writes the exit code and exit time (``/proc/uptime``) to
-the attempt's exit file. The wrapper ignores SIGTERM only to outlive its child, so an agent that
+its own session, joins the attempt's cgroup before anything else, is a child subreaper (as root,
+through its child, the init of a PID namespace of the attempt's own), runs the command under the
+attempt's identity, and writes the exit code and exit time (``/proc/uptime``) to the attempt's exit
+file. The wrapper ignores SIGTERM only to outlive its child, so an agent that
 restarted (and is no longer the parent) still learns the exit code of an attempt it re-adopted.
 """
 
@@ -83,7 +84,13 @@ START_CLOSE_S = 10.0
 # namespace cannot be made it says so in the log and sets TMPDIR to the attempt's private directory
 # instead, and where a step fails once / is private (a half-made /tmp) the attempt does not run. As
 # root it then drops every capability but ROOT_CAPS from the bounding and inheritable sets and clears
-# the ambient ones (a root workload must not unmount its /tmp: docs/isolation.md). Before running
+# the ambient ones (a root workload must not unmount its /tmp: docs/isolation.md). Where the kernel
+# gives a /proc of the attempt's own ("proc" in "tmp"), the attempt gets a PID namespace of its own
+# (pidns61): the wrapper unshares it and forks; it stays in the host's, waiting for that child and
+# exiting with its code, while the child, PID 1 of the namespace (its init), mounts the
+# namespace's /proc and does the rest below: it runs the command, reaps whatever is orphaned in the
+# namespace, passes on a signal sent to it from inside, and writes the exit file; when it exits the
+# kernel kills whatever is left in the namespace. Before running
 # the command it writes "ok" to the pipe STATUS ("ok tmpdir" where it fell back to TMPDIR), or "fail <why>"
 # and exits 125 without running it:
 # the agent reports the start only then.
@@ -125,10 +132,16 @@ def as_owner_fs(fn):  # fn() with the owner's uid, gid and groups for its file a
 def refuse(why):  # the attempt cannot start: its command never runs
     os.write(status, ("fail " + why)[:4000].encode(errors="replace"))
     sys.exit(125)
+def outside(init):  # the wrapper in the host's PID namespace: its init's exit code is its own
+    os.close(status)  # the init's copy says how the setup went
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # as below: the stop reaches the command itself
+        signal.signal(s, lambda *a: None)
+    code = os.waitstatus_to_exitcode(os.waitpid(init, 0)[1])
+    os._exit(128 - code if code < 0 else code)
 if hide.get("unfiltered"):  # the agent could not attach the device filter (docs/isolation.md)
     print(f"fairway: the host's other GPUs are hidden by path only ({hide['unfiltered']})", file=sys.stderr,
           flush=True)
-fell_back = False
+fell_back = init = False  # init: PID 1 of the attempt's own PID namespace (pidns61)
 if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (docs/isolation.md)
     made = False
     try:
@@ -194,9 +207,20 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
                 os.close(stand_in)
         except OSError as e:
             refuse(f"cannot hide the host's other GPUs: {e}")
-        if tmp.get("proc"):  # a proc of its own, hiding what the attempt may not ptrace-read (iso61)
+        if tmp.get("proc"):  # a PID namespace and a /proc of the attempt's own (pidns61, iso61)
+            try:
+                check(libc.unshare(0x20000000), "unshare(CLONE_NEWPID)")
+            except OSError as e:  # iso61's: the host's numbering, hiding what the attempt may not ptrace-read
+                opts = b"hidepid=invisible"
+                print(f"fairway: no PID namespace of the attempt's own ({e})", file=sys.stderr, flush=True)
+            else:  # this process stays in the host's: its next child is PID 1 of the attempt's, its init
+                opts = None
+                libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0 (the go, the env): both sides of the fork
+                if (pid1 := os.fork()) != 0:
+                    outside(pid1)
+                init = True
             try:  # MS_NOSUID|MS_NODEV|MS_NOEXEC; a new instance (Linux 5.8): the host's /proc is untouched
-                check(libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, b"hidepid=invisible"), "proc on /proc")
+                check(libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, opts), "proc on /proc")
             except OSError as e:
                 print(f"fairway: /proc shows the host's other processes ({e})", file=sys.stderr, flush=True)
 elif hide["nodes"]:  # a non-root agent makes no mounts
@@ -255,14 +279,20 @@ def pump():
                 if st.st_blocks * 512 > cap and st.st_size > cap:
                     libc.fallocate(1, 2 | 1, 0, st.st_size - cap // 2)  # PUNCH_HOLE|KEEP_SIZE; else the agent's pass
 pumper = threading.Thread(target=pump, daemon=True)  # started once the command is forked: no thread at fork
+waited = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+          signal.SIGUSR2, signal.SIGWINCH}
+if init:  # reaps what is orphaned in the namespace, passes signals on
+    signal.pthread_sigmask(signal.SIG_BLOCK, waited)  # taken by sigtimedwait below (the pump thread too)
 kw = dict(umask=0o022, env=env, stdout=out_w, stderr=out_w)
 here = os.getcwd()  # entered as root (the agent's Popen): entered again as the owner, by its path
 def as_owner():  # in the child, past setuid: no_new_privs, and the working directory as the owner reaches it
-    libc.prctl(38, 1, 0, 0, 0)
-    os.chdir(here)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the command's signals are its own again
+    if uid != "-":
+        libc.prctl(38, 1, 0, 0, 0)
+        os.chdir(here)
+kw.update(preexec_fn=as_owner)
 if uid != "-":
-    kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g],
-              preexec_fn=as_owner)
+    kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g])
 try:
     child = subprocess.Popen(cmd, **kw)
 except (OSError, ValueError) as e:  # ValueError: an env name or value Popen refuses
@@ -273,10 +303,28 @@ except subprocess.SubprocessError:  # as_owner's chdir: a path swapped since the
     child = None
 os.close(out_w)
 pumper.start()
+def wait_as_init(child):  # PID 1: every orphan reaped; a signal sent to it from inside the attempt passed on
+    while True:  # (the agent's stop signals every process itself: a second SIGTERM would cut trainers short)
+        got = signal.sigtimedwait(waited, 1.0)
+        if got is not None and got.si_signo != signal.SIGCHLD:
+            if got.si_pid:  # 0: sent from outside the namespace (the agent, whose signal reached the command)
+                with contextlib.suppress(OSError):
+                    os.kill(child.pid, got.si_signo)
+            continue
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == child.pid:
+                child.returncode = os.waitstatus_to_exitcode(st)
+                return child.returncode
+            if pid == 0:
+                break
 if child is None:
     code = 126
 else:
-    rc = child.wait()
+    rc = wait_as_init(child) if init else child.wait()
     code = 128 - rc if rc < 0 else rc
 with open("/proc/uptime") as f:
     up = f.read().split()[0]
@@ -312,7 +360,7 @@ sys.exit(code)
 
 
 # The one-shot command of an ``exec`` (docs/jobs.md, "Run a command in a running workload"), run as
-# ``python -I -c _EXEC_WRAPPER FD STATUS MNT IPC UID GID GROUPS COMMAND...`` by the agent (its user, a
+# ``python -I -c _EXEC_WRAPPER FD STATUS MNT IPC PID UID GID GROUPS COMMAND...`` by the agent (its user, a
 # fixed environment) with stdout and stderr pipes to the agent. The agent puts it into the attempt's
 # cgroups before its go, so pids.max, the device filter and the attempt's stop cover it. It reads "1"
 # and a JSON payload from FD, enters the attempt's IPC and mount namespaces (MNT, IPC: descriptors of
@@ -322,14 +370,19 @@ sys.exit(code)
 # the agent's own, as the attempt) with no_new_privs, goes to the attempt's working directory as that
 # identity (a path swapped for a symlink since is not entered as root: iso58), and execs the command
 # with the attempt's environment. An interactive session (``exec_tty``, payload ``tty``) first makes
-# its pseudo-terminal (its stdin, stdout, stderr) its controlling terminal. A setup step that fails
+# its pseudo-terminal (its stdin, stdout, stderr) its controlling terminal (in a PID namespace, from a
+# session of its own there: a shell restores its process groups, which must be seen). Where the attempt has a
+# PID namespace of its own (PID: a descriptor of its wrapper's ``pid_for_children``, else -1) it
+# enters it too and forks (pidns61: a namespace is entered by the children), staying outside as the
+# command's parent with its exit code, as ``docker exec``: ``ps`` lists the attempt's processes. A setup step that fails
 # writes "fail <why>" to STATUS and exits 125, the command never run; STATUS is closed by the exec
 # (close-on-exec). Without a cgroup ("reap": the process-tree fallback) it forks before the switch
+# (in the PID namespace, once entered: a subreaper outside it would not get the orphans there)
 # and stays, as the agent's user, the subreaper of the command, killing what the command left
 # behind when it ends (brk59); a hangup (``SIGHUP``) it passes on to the command.
 _EXEC_WRAPPER = r"""
 import ctypes, fcntl, json, os, signal, sys, termios, time
-fd, status, mnt, ipc, uid, gid, groups, cmd = *map(int, sys.argv[1:5]), *sys.argv[5:8], sys.argv[8:]
+fd, status, mnt, ipc, pid, uid, gid, groups, cmd = *map(int, sys.argv[1:6]), *sys.argv[6:9], sys.argv[9:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
     chunks.append(chunk)
@@ -357,6 +410,15 @@ def kids():
         for c in table.get(todo.pop(), []):
             out.append(c); todo.append(c)
     return out
+def own_terminal():  # the session's controlling terminal, the command's own as login's: /dev/tty opens for it
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    if uid != "-":  # (the agent opened it as root)
+        os.fchown(0, int(uid), -1)
+def hang_up(child):  # a terminal's hangup (exec_tty's close) is the command's
+    try:
+        os.kill(child, signal.SIGHUP)
+    except OSError:
+        pass
 def reap(child):  # the command's end: what it left behind is killed, then its exit code is ours
     code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
     for _ in range(200):
@@ -375,14 +437,26 @@ def reap(child):  # the command's end: what it left behind is killed, then its e
             pass
     sys.exit(128 - code if code < 0 else code)
 try:
-    if go.get("tty"):  # an interactive session's terminal (stdin, stdout, stderr): its controlling one
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        if uid != "-":  # its own, as login's: /dev/tty opens for it (the agent opened it as root)
-            os.fchown(0, int(uid), -1)
-    for ns, what in ((ipc, "IPC"), (mnt, "mount")):
+    if go.get("tty") and pid < 0:  # an interactive session's terminal (stdin, stdout, stderr): its controlling one
+        own_terminal()
+    for ns, what in ((ipc, "IPC"), (pid, "PID"), (mnt, "mount")):
         if ns >= 0:
             check(libc.setns(ns, 0), f"enter the attempt's {what} namespace")
             os.close(ns)
+    if pid >= 0:
+        # The PID namespace is its children's (pidns61): this stays outside, the command's parent (its
+        # exit code is ours), as the agent's user; the agent's stop signals the command itself.
+        check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")
+        if (child := os.fork()) != 0:
+            os.close(status)
+            for s in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(s, lambda *_: None)
+            signal.signal(signal.SIGHUP, lambda *_: hang_up(child))  # as the reaper's, below
+            code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+            os._exit(128 - code if code < 0 else code)
+        if go.get("tty"):  # a session of its own in the namespace: a shell's process groups are all seen there
+            os.setsid()
+            own_terminal()
     if go["scope"]:
         libc.syscall.restype = ctypes.c_long
         attr = (ctypes.c_uint64 * 3)(0, 0, 1 | 2)
@@ -548,11 +622,15 @@ def proc_start_time(pid: int) -> int | None:
 
 def _command_execd(pid: int) -> bool:
     """Whether the wrapper shell ``pid`` is gone or has forked a child that has exec'd."""
-    proc = Path(f"/proc/{pid}")
     try:
-        wrapper = (proc / "cmdline").read_bytes()
-        children = (proc / "task" / str(pid) / "children").read_text().split()
-        return bool(children) and Path(f"/proc/{children[0]}/cmdline").read_bytes() != wrapper
+        wrapper = Path(f"/proc/{pid}/cmdline").read_bytes()
+        while True:  # past the wrapper's fork in the host's PID namespace: the attempt's init (pidns61)
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            if not children:
+                return False
+            pid = int(children[0])
+            if Path(f"/proc/{pid}/cmdline").read_bytes() != wrapper:
+                return True
     except OSError:  # gone, or a kernel without the children file
         return True
 
@@ -1025,8 +1103,10 @@ class ProcessRuntime(StoredRuntime):
         ns_fds: list[int] = []
         try:
             if ctx.namespaces:
-                for kind in ("mnt", "ipc"):
+                for kind in ("mnt", "ipc", "pid_for_children"):  # the wrapper's children's: the attempt's
                     ns_fds.append(os.open(f"/proc/{record.pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
+                if os.fstat(ns_fds[2]).st_ino == os.stat("/proc/self/ns/pid").st_ino:  # none of its own
+                    os.close(ns_fds.pop())
             # opened from the attempt's wrapper, not a process that took its pid since
             if proc_start_time(record.pid) != record.proc_start or record.state != "running":
                 raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
@@ -1038,13 +1118,13 @@ class ProcessRuntime(StoredRuntime):
             for nfd in ns_fds:
                 os.close(nfd)
             raise
-        mnt, ipc = (ns_fds[0], ns_fds[1]) if ns_fds else (-1, -1)
+        mnt, ipc, pid = (*ns_fds, -1, -1, -1)[:3]
         read_fd, write_fd = os.pipe()
         status_fd, status_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-c", _EXEC_WRAPPER, str(read_fd), str(status_w), str(mnt), str(ipc),
-                *ctx.ids, *command,
+                str(pid), *ctx.ids, *command,
                 stdin=stdin, stdout=stdout, stderr=stderr,
                 env=WRAPPER_ENV, start_new_session=True, pass_fds=(read_fd, status_w, *ns_fds),
             )  # fmt: skip

@@ -6,6 +6,7 @@ that reads nothing stays bounded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -79,6 +80,21 @@ def read_until(ws: WebSocket, pattern: str, timeout: float = 15) -> tuple[str, d
         elif kind == OP_CLOSE:
             break
     return out.decode(errors="replace"), None
+
+
+def host_pid(stack: Any, pid: int) -> int:
+    """The host's number of a session's ``$$`` (``pid``): pidns61, its number in the attempt's PID
+    namespace, is that of a process under the stack's agent whose last ``NSpid`` it is."""
+    from agent.runtime.isolation import descendants
+
+    assert stack.agent is not None
+    for found in descendants(stack.agent.pid):
+        with contextlib.suppress(OSError, StopIteration):
+            status = Path(f"/proc/{found}/status").read_text()
+            numbers = next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[1:]
+            if len(numbers) > 1 and int(numbers[-1]) == pid:
+                return found
+    return pid  # no PID namespace of the attempt's own: the host's number
 
 
 def gone(pid: int) -> bool:
@@ -163,8 +179,8 @@ def test_a_reader_leaving_kills_the_session_and_idle_ones_end(stack: Any, settin
 
     # When the reader of a session goes away without a word (its socket closed)
     ws, _ = session(stack, pk, ["sh", "-c", "echo pid=$$; sleep 1000.59 & wait"])
-    out, _ = read_until(ws, r"pid=\d+")
-    pid = int(re.search(r"pid=(\d+)", out).group(1))  # type: ignore[union-attr]
+    out, _ = read_until(ws, r"pid=\d+\r?\n")
+    pid = host_pid(stack, int(re.search(r"pid=(\d+)\r?\n", out).group(1)))  # type: ignore[union-attr]
     assert not gone(pid)
     ws.sock.close()
     # Then its process tree is killed
@@ -197,7 +213,7 @@ def test_a_flood_to_a_reader_that_does_not_read_stays_bounded(stack: Any) -> Non
     # and the reader gets the output once it reads, from its start, the session going on (held
     # back, not ended: a channel filled by an unbounded sender would have ended it)
     out, _ = read_until(ws, r"pid=\d+\r?\n")  # exl61: its whole number (a chunk may end inside it)
-    pid = int(re.search(r"pid=(\d+)\r?\n", out).group(1))  # type: ignore[union-attr]
+    pid = host_pid(stack, int(re.search(r"pid=(\d+)\r?\n", out).group(1)))  # type: ignore[union-attr]
     ws.sock.settimeout(30)  # 8 MiB in 256 KiB windows, each acknowledged: slow on a loaded 2-core box
     got = 0
     while got < 8 << 20:

@@ -16,14 +16,14 @@ import uvicorn
 
 from scheduler import exec_session
 from tests.e2e import conftest as e2e
-from tests.e2e.test_exec_tty_e2e import gone, owner_stack, pytestmark, read_until, session
+from tests.e2e.test_exec_tty_e2e import gone, host_pid, owner_stack, pytestmark, read_until, session
 
 __all__ = ["pytestmark"]
 
 
-def _pid(ws: Any) -> int:
+def _pid(stack: Any, ws: Any) -> int:
     out, _ = read_until(ws, r"pid=\d+\r?\n")  # its whole number: output may cut it in two
-    return int(re.search(r"pid=(\d+)\r?\n", out).group(1))  # type: ignore[union-attr]
+    return host_pid(stack, int(re.search(r"pid=(\d+)\r?\n", out).group(1)))  # type: ignore[union-attr]
 
 
 def _ended_within(pid: int, seconds: float) -> float:
@@ -48,7 +48,7 @@ def test_a_reader_gone_without_a_word_ends_its_session(stack: Any, monkeypatch: 
 
     # When the reader of an idle session stops answering (it reads nothing more: no pong)
     ws, _ = session(stack, pk, ["sh", "-c", "echo pid=$$; sleep 1000.61 & wait"])
-    pid = _pid(ws)
+    pid = _pid(stack, ws)
     # Then the keepalive closes its socket and its processes are killed, long before the idle timeout
     took = _ended_within(pid, 15)
     print(f"an idle session of a reader gone: ended after {took:.1f} s (ping 0.5 s + pong 0.5 s)")
@@ -56,7 +56,7 @@ def test_a_reader_gone_without_a_word_ends_its_session(stack: Any, monkeypatch: 
 
     # When the reader of a session flooding it with output stops reading (its buffers fill)
     ws, _ = session(stack, pk, ["sh", "-c", "echo pid=$$; exec yes 0123456789012345678901234567890123456789"])
-    pid = _pid(ws)
+    pid = _pid(stack, ws)
     # Then the stalled send ends the session and the command is killed
     took = _ended_within(pid, 20)
     print(f"a flooded session of a reader gone: ended after {took:.1f} s (READER_STALL_S 1 s)")
