@@ -18,7 +18,7 @@ from django.db import connection
 
 from budgets.models import Budget
 from scheduler import lifecycle, tick
-from scheduler.models import GPU, Attempt, Workload
+from scheduler.models import GPU, Attempt
 from tests.pg_locks import BOUND_S, in_thread
 
 pytestmark = [
