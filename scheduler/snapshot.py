@@ -14,7 +14,7 @@ import gc
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -220,10 +220,6 @@ def _load_snapshot(
     ]
     caps = _caps(budget_rows)
     cap_members_of = cap_members(caps, budgets)
-    # The caps' usage: from their records (kept in the snapshot for the forward simulation), or,
-    # where nothing simulates, summed in the database without a record per closed attempt.
-    records_for_caps = cap_records(caps, cap_members_of, now, cluster_id) if with_cap_records else []
-    cap_sums = None if with_cap_records else cap_totals(caps, cap_members_of, now, cluster_id)
 
     # Open attempts and the GPUs they hold, read without a filter on the workloads' cluster (kept
     # in Python; open attempts are at most the installation's GPUs): with one, the planner of a
@@ -300,6 +296,21 @@ def _load_snapshot(
             )
         )
 
+    # The usage of closed attempts is read only now, after the open ones and their GPUs, and
+    # leaves out the attempts counted open (cap61): under READ COMMITTED each statement sees the
+    # ends committed before it, so an attempt that ended meanwhile is counted once, open if it
+    # was at both reads above, else closed. Read first (as before), an end committed between the
+    # caps' sum and the open attempts' read was in neither: its budget started funded over its cap.
+    counted_open = [int(a.id) for a in attempts if a.allocated and a.started_at is not None]
+    # The caps' usage: from their records (kept in the snapshot for the forward simulation), or,
+    # where nothing simulates, summed in the database without a record per closed attempt.
+    records_for_caps = (
+        cap_records(caps, cap_members_of, now, cluster_id, counted_open=counted_open) if with_cap_records else []
+    )
+    cap_sums = (
+        None if with_cap_records else cap_totals(caps, cap_members_of, now, cluster_id, counted_open=counted_open)
+    )
+
     pending: list[p.Workload] = []
     kept = _kept_pending.get(cluster_id) or _KeptPending()
     made = _KeptPending()
@@ -374,7 +385,7 @@ def _load_snapshot(
 
     usage: list[p.UsageRecord] = [
         p.UsageRecord(budget=str(bid), start=start, end=end, gpus=gpus)
-        for bid, start, end, gpus in Attempt.objects.filter(
+        for aid, bid, start, end, gpus in Attempt.objects.filter(
             workload__cluster_id=cluster_id,
             allocated=True,
             started_at__isnull=False,
@@ -383,9 +394,9 @@ def _load_snapshot(
         .annotate(
             n_gpus=Count("gpu_links"), start_s=_epoch_col(Attempt, "started_at"), end_s=_epoch_col(Attempt, "ended_at")
         )
-        .values_list("workload__budget_id", "start_s", "end_s", "n_gpus")
+        .values_list("id", "workload__budget_id", "start_s", "end_s", "n_gpus")
         .order_by("id")
-        if gpus
+        if gpus and aid not in index.attempts  # ended since the open attempts' read: counted open (cap61)
     ]
     usage.extend(
         p.UsageRecord(
@@ -781,17 +792,24 @@ def _caps(budget_rows: list[tuple[Any, ...]]) -> list[p.Cap]:
 
 
 def cap_records(
-    caps: list[p.Cap], members: dict[str, tuple[int, ...]], now: datetime, cluster_id: int
+    caps: list[p.Cap],
+    members: dict[str, tuple[int, ...]],
+    now: datetime,
+    cluster_id: int,
+    *,
+    counted_open: Sequence[int] = (),
 ) -> list[p.UsageRecord]:
     """The allocated usage the caps count besides the cluster's open attempts
     (``Snapshot.cap_records``): of the budgets under a cap (``members``), on every cluster, over
     the longest cap period before ``now``: closed allocated attempts, usage entries (intervals and
     lumps), and the open allocated attempts of other clusters, charged up to the last heartbeat of
     an offline host, else still running (``end`` :data:`~scheduler.policy.caps.STILL_RUNNING`).
-    Unallocated and unfunded time never counts. One query; none without caps."""
+    Unallocated and unfunded time never counts. ``counted_open``: the cluster's attempts the
+    caller counts as open (read before this query), left out here if they have ended since (counted
+    once: cap61, docs/locking.md). One query; none without caps."""
     if not caps:
         return []
-    sql, params = _cap_rows_sql(caps, members, now, cluster_id)
+    sql, params = _cap_rows_sql(caps, members, now, cluster_id, counted_open)
     with connection.cursor() as cur:
         cur.execute(sql, params)
         rows = cur.fetchall()
@@ -801,7 +819,14 @@ def cap_records(
     ]
 
 
-def cap_totals(caps: list[p.Cap], members: dict[str, tuple[int, ...]], now: datetime, cluster_id: int) -> list[int]:
+def cap_totals(
+    caps: list[p.Cap],
+    members: dict[str, tuple[int, ...]],
+    now: datetime,
+    cluster_id: int,
+    *,
+    counted_open: Sequence[int] = (),
+) -> list[int]:
     """Each cap's usage at ``now`` (GPU-seconds, in ``caps``' order) of :func:`cap_records`' rows,
     summed in the database (left44): one aggregate over the same rows, each counted by the rule
     of :func:`~scheduler.policy.usage.windowed_usage` over its cap's own period (an interval
@@ -809,10 +834,11 @@ def cap_totals(caps: list[p.Cap], members: dict[str, tuple[int, ...]], now: date
     closed attempt and walks none per cap (0.176 s of CPU at 50,000 closed attempts and 10 caps,
     docs/benchmarks/api_load.md). The cluster's own open attempts are not in it (the snapshot
     adds them). Its oracle: :func:`scheduler.policy.caps.cap_usage` of :func:`cap_records`
-    (tests/tick/test_cap_totals.py, on random attempts). One query; none without caps."""
+    (tests/tick/test_cap_totals.py, on random attempts). ``counted_open``: as :func:`cap_records`'.
+    One query; none without caps."""
     if not caps:
         return []
-    rows, params = _cap_rows_sql(caps, members, now, cluster_id)
+    rows, params = _cap_rows_sql(caps, members, now, cluster_id, counted_open)
     now_s = epoch(now)
     # (cap, budget, the period's start) for every budget under each cap
     under = [(i, int(b), now_s - caps[i].period) for b, idx in sorted(members.items()) for i in idx]
@@ -839,10 +865,15 @@ def cap_totals(caps: list[p.Cap], members: dict[str, tuple[int, ...]], now: date
 
 
 def _cap_rows_sql(
-    caps: list[p.Cap], members: dict[str, tuple[int, ...]], now: datetime, cluster_id: int
+    caps: list[p.Cap],
+    members: dict[str, tuple[int, ...]],
+    now: datetime,
+    cluster_id: int,
+    counted_open: Sequence[int] = (),
 ) -> tuple[str, list[Any]]:
     """:func:`cap_records`' statement and its parameters: rows ``(budget, gpus, lo, hi, lump)``,
-    ``gpus`` NULL marking a lump of ``lump`` GPU-seconds at ``hi``."""
+    ``gpus`` NULL marking a lump of ``lump`` GPU-seconds at ``hi``; no closed attempt of
+    ``counted_open`` (one array parameter on PostgreSQL, a JSON one on SQLite: any count)."""
     since = now - timedelta(seconds=max(cap.period for cap in caps))
     ids = sorted(int(k) for k in members) or [0]  # no member: no row (budget ids start at 1)
     a, w, link, entry = (m._meta.db_table for m in (Attempt, Workload, AttemptGPU, UsageEntry))
@@ -850,13 +881,17 @@ def _cap_rows_sql(
     # from accounting's one statement of it (left40: it was spelled out here a second time).
     silent, silent_params = silent_until_sql("a.id")
     marks = ", ".join(["%s"] * len(ids))
+    if connection.vendor == "postgresql":
+        not_counted, counted = "NOT (a.id = ANY(%s))", [sorted(counted_open)]
+    else:
+        not_counted, counted = "a.id NOT IN (SELECT value FROM json_each(%s))", [json.dumps(sorted(counted_open))]
     sql = f"""
         SELECT w.budget_id,
                (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id),
                {_epoch_sql("a.started_at")}, {_epoch_sql("a.ended_at")}, 0
           FROM {a} a JOIN {w} w ON w.id = a.workload_id
          WHERE a.allocated AND a.started_at IS NOT NULL AND a.ended_at IS NOT NULL AND a.ended_at > %s
-           AND w.budget_id IN ({marks})
+           AND w.budget_id IN ({marks}) AND {not_counted}
         UNION ALL
         SELECT w.budget_id,
                (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id AND l."open"),
@@ -872,4 +907,4 @@ def _cap_rows_sql(
          WHERE e."end" > %s AND e.budget_id IN ({marks})
     """  # noqa: S608 -- table names come from the models' meta; every value is a parameter
     db_since = connection.ops.adapt_datetimefield_value(since)
-    return sql, [db_since, *ids, *silent_params, STILL_RUNNING, cluster_id, *ids, db_since, *ids]
+    return sql, [db_since, *ids, *counted, *silent_params, STILL_RUNNING, cluster_id, *ids, db_since, *ids]
