@@ -25,7 +25,11 @@ for d in /proc/[0-9]*; do
     u=$(awk '/^Uid:/ {print $2}' $d/status 2>/dev/null)
     [ -n "$u" ] && [ "$u" != "$(id -u)" ] && echo "OTHER ${d#/proc/} uid $u"
 done
-sleep 7 & echo "own child: $(tr '\0' ' ' </proc/$!/cmdline)"; kill $!
+sleep 7 &
+for _ in 1 2 3 4 5 6 7 8 9 10; do  # read once it has exec'd (empty or sh's own before)
+    c=$(tr '\0' ' ' </proc/$!/cmdline); case "$c" in sleep*) break ;; esac; sleep 0.1
+done
+echo "own child: $c"; kill $!
 grep -q MemTotal /proc/meminfo && echo "meminfo read"
 echo probed
 """
