@@ -38,7 +38,15 @@ import requests
 
 from fairway_cli import __version__, waiting
 from fairway_cli.args import duration_s, positive_number, whole_number
-from fairway_cli.numbers import CLEARABLE, duration_text, gpu_hours_text, gpu_time_text, instant_text, means_none
+from fairway_cli.numbers import (
+    CLEARABLE,
+    duration_text,
+    gpu_hours_text,
+    gpu_time_text,
+    instant_text,
+    means_none,
+    percent_text,
+)
 from fairway_cli.waiting import (
     BACKOFF,
     CAP_FACTOR,
@@ -53,6 +61,7 @@ from fairway_cli.waiting import (
 )
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
+    IMPACT_PER_BUDGET_MEANS,
     UNFUNDED_ATTEMPT,
     budget_hint_text,
     bulk_stopping_text,
@@ -60,7 +69,9 @@ from fairway_cli.words import (
     end_words,
     group_unchanged_text,
     hold_unchanged_text,
+    host_reason_words,
     idle_held_text,
+    in_brackets,
     in_flags,
     no_attempt_text,
     nothing_to_change_text,
@@ -1856,7 +1867,7 @@ def _wait_line(before: dict[str, Any] | None, w: dict[str, Any]) -> str:
     the estimated start in ``fairway ls``'s words (:func:`_why_short`, the API's ``pending_reason``
     and ``estimated_start`` that ``fairway show`` explains)."""
     why = _why_short(w)
-    why = f" ({why})" if why else ""
+    why = f" {in_brackets(why)}" if why else ""
     state = w["state"]
     if state in FINAL_WORKLOAD_STATES and (end := w.get("last_end")):  # an older server sends none
         # "running → failed" said nothing of the exit code `fairway show` gives (left56)
@@ -2316,7 +2327,29 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         )
         out.write(f"  utilization   {t['utilization_text']}\n")
         out.write(f"  impact        {_pct(t['impact'])}\n")
+        _impact_per_budget(r, out)
     return EXIT_OK
+
+
+def _impact_per_budget(report: dict[str, Any], out: TextIO) -> None:
+    """The metrics page's "Impact per budget" of one cluster's report (``pyramid_report``'s
+    ``budgets``, the same figures in the same words: lt61, the CLI lacked it); none from an older server."""
+    if not report.get("budgets"):
+        return
+    window = duration_text(report.get("budgets_window_s"))
+    out.write(f"  impact per budget, last {window}: {IMPACT_PER_BUDGET_MEANS}\n")
+    buf = io.StringIO()
+    columns: list[Column] = [
+        ("BUDGET", lambda b: b["path"]),
+        ("DELIVERED GPU-H", lambda b: gpu_hours_text(b["delivered_gpu_hours"])),
+        ("OWED GPU-H", lambda b: gpu_hours_text(b["owed_gpu_hours"])),
+        ("ENTITLEMENT GPU-H", lambda b: gpu_hours_text(b["entitlement_gpu_hours"])),
+        ("DEMAND GPU-H", lambda b: gpu_hours_text(b["demand_gpu_hours"])),
+        ("ATTAINMENT", lambda b: percent_text(b["attainment"], 1)),
+        ("", lambda b: "archived" if b.get("archived") else ""),
+    ]
+    table(report["budgets"], columns, buf, right={h for h, _fn in columns[1:6]})
+    out.write("".join(f"    {line}\n" for line in buf.getvalue().splitlines()))
 
 
 HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume", "cancel-drain", "remove")
@@ -2511,25 +2544,13 @@ def host_lost_words(open_attempts: int, lost_at: str) -> str:
 
 
 def host_reason(host: dict[str, Any]) -> str:
-    """Why a host is cordoned or drained (the API's ``state_reason``): ``cordoned by admin at
-    14:05:09 UTC: fan replacement``; "" for an active host (or an older server)."""
+    """Why a host is cordoned or drained (the API's ``state_reason``) in the one wording of it
+    (:func:`fairway_cli.words.host_reason_words`); "" for an active host (or an older server)."""
     reason = host.get("state_reason")
     if not reason:
         return ""
-    by = f" by {reason['by']}" if reason.get("by") else ""
-    message = reason.get("message") or "no reason given"
-    kind = reason["kind"]
-    # the operator's action, true while the host drains and once it is drained ("draining by
-    # lead" beside the state "drained" read as two states: tryout35)
-    action = REASON_ACTIONS.get(kind, kind.replace("_", " "))
-    # an offline host's reason is that of the state it returns to, as the clusters page says (try41:
-    # the listing and `hosts NAME` wrote "cordoned by …" beside "offline", as if both held now)
-    back = " (from when its agent is back)" if host.get("state") == "offline" else ""
-    return f"{action}{by} at {when(reason.get('at'))}: {message}{back}"
-
-
-REASON_ACTIONS = {"draining": "drain asked", "drain_now": "drain now asked", "inventory_held": "inventory held"}
-"""The API's ``state_reason.kind`` (the host event that took it out of placement) as the action."""
+    # an offline host's reason is that of the state it returns to, as the clusters page says (try41)
+    return host_reason_words(reason, offline=host.get("state") == "offline")
 
 
 def host_isolation(host: dict[str, Any]) -> str:

@@ -112,6 +112,39 @@ def drain_words(drain: Mapping[str, Any]) -> str:
     return f"{MAINTENANCE_WORDS} ({drain.get('host')} drains{' ' + at if at else ''})"
 
 
+def in_brackets(words: str) -> str:
+    """``words`` put in brackets after other words (``pending (…)``): brackets inside become square
+    ones, so they nest readably (lt61: ``pending (GPUs reserved for maintenance (gpu1 drains …))``)."""
+    return f"({words.replace('(', '[').replace(')', ']')})"
+
+
+REASON_ACTIONS = {"draining": "drain asked", "drain_now": "drain now asked", "inventory_held": "inventory held"}
+"""The API's ``state_reason.kind`` (the host event that took it out of placement) as the action."""
+
+
+def host_reason_words(reason: Mapping[str, Any], *, offline: bool = False) -> str:
+    """Why a host is cordoned or drained (the API's ``state_reason``), the one wording of it (the
+    API's ``summary``, ``fairway hosts``, the clusters page): ``cordoned by admin at 14:05:09 UTC:
+    fan``; a scheduled drain says when it was asked, for when, and when it began (lt61: one asked at
+    03:53 for 04:23:44 read "drain now asked by admin at 04:23:49", the time the tick applied it).
+    ``offline``: the host is offline, the reason that of the state it returns to (try41)."""
+    by = f" by {reason['by']}" if reason.get("by") else ""
+    message = reason.get("message") or "no reason given"
+    kind = str(reason.get("kind") or "")
+    # the operator's action, true while the host drains and once it is drained (tryout35)
+    action = REASON_ACTIONS.get(kind, kind.replace("_", " "))
+    scheduled = reason.get("scheduled")
+    if isinstance(scheduled, Mapping) and scheduled.get("asked_at"):
+        when = (
+            f" at {instant_text(scheduled['asked_at'])} for {instant_text(scheduled.get('at'))}, "
+            f"began {instant_text(reason.get('at'))}"
+        )
+    else:
+        when = f" at {instant_text(reason.get('at'))}"
+    back = " (from when its agent is back)" if offline else ""
+    return f"{action}{by}{when}: {message}{back}"
+
+
 def reason_words(
     reason: str | None,
     resources: Iterable[str] | None = None,
@@ -152,9 +185,12 @@ __all__ = [
     "HOLD_WORDS",
     "MAINTENANCE_WORDS",
     "REASON_WORDS",
+    "REASON_ACTIONS",
     "SHORT_NAMES",
     "drain_only",
     "drain_words",
+    "host_reason_words",
+    "in_brackets",
     "reason_words",
     "short_words",
 ]
@@ -197,6 +233,9 @@ def idle_held_text(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
     held = int(idle.get("gpus") or 0) * int(idle.get("seconds") or 0)
     return f"{idle_words(idle, absolute=absolute)}: {gpu_time_text(held)} held idle"
 
+
+IMPACT_PER_BUDGET_MEANS = "delivered allocated GPU-hours against what was owed, min(entitlement, demand)"
+"""What the metrics page's and ``fairway metrics``' impact per budget shows (``pyramid_report``'s ``budgets``)."""
 
 AVAILABILITY_MEANS = "GPU healthy, host active, in the states at each hour's roll-up (the current hour's: now)"
 """What the pyramid's availability counts, on the metrics page and in ``fairway metrics``: sampled,

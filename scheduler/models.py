@@ -414,6 +414,7 @@ class NotificationSettings(models.Model):
         the transaction recording the ``started``, ``succeeded`` or ``failed`` event): an exited
         attempt stayed running, holding its GPUs (brk40)."""
         from django.core.exceptions import ValidationError
+        from django.utils.text import capfirst
 
         from scheduler.notifications import clean_kinds, webhook_problem, webhook_without_url
 
@@ -426,7 +427,12 @@ class NotificationSettings(models.Model):
         self.webhook_url = (self.webhook_url or "").strip()
         if self.webhook_url and (problem := webhook_problem(self.webhook_url)):
             problems["webhook_url"] = f"Webhook refused: {problem}."
-        elif "webhook_kinds" not in problems and (problem := webhook_without_url(self.webhook_kinds, self.webhook_url)):
+        elif "webhook_kinds" not in problems and (
+            # the admin's form: its field's label (lt61: it said the API's webhook_url)
+            problem := webhook_without_url(
+                self.webhook_kinds, self.webhook_url, field=capfirst(self._meta.get_field("webhook_url").verbose_name)
+            )
+        ):
             problems["webhook_url"] = f"{problem[0].upper()}{problem[1:]}."
         if problems:
             raise ValidationError(problems)

@@ -132,11 +132,14 @@ def _reachable_from_outside(addr: ipaddress.IPv4Address | ipaddress.IPv6Address)
     return all(v4.is_global and not v4.is_multicast for v4 in embedded)
 
 
-def webhook_without_url(kinds: Sequence[str], url: str) -> str | None:
+def webhook_without_url(kinds: Sequence[str], url: str, *, field: str = "") -> str | None:
     """Why webhook ``kinds`` with the webhook ``url`` cannot be saved, or None: a kind to post
-    needs a URL to post it to (else nothing would ever be sent)."""
+    needs a URL to post it to (else nothing would ever be sent). The one wording of it: ``field``
+    names the URL's field as a form labels it (the settings page's, the admin's; lt61: both said
+    the API's ``webhook_url``); without it, the API's field."""
     if kinds and not (url or "").strip():
-        return "webhook kinds need a webhook URL to post to (set webhook_url, or choose no webhook kinds)"
+        where = f"set a webhook URL in the {field} field" if field else "set webhook_url"
+        return f"webhook kinds need a webhook URL to post to ({where}, or choose no webhook kinds)"
     return None
 
 

@@ -2462,6 +2462,10 @@ def drain_time(value: object, now: datetime | None = None) -> datetime:
         raise HostError("invalid_at", "at", f"A drain's time is {SCHEDULED_DRAIN_FORM}; {str(value)[:64]!r} is not.")
     if at.tzinfo is None:
         raise HostError("invalid_at", "at", f"A drain's time names its zone: {SCHEDULED_DRAIN_FORM}.")
+    # whole seconds, as the policy reads it (snapshot.epoch, floored) and every surface shows it (try59: "--in 1h"
+    # at 02:48:07.69 showed 02:48:08 on the host, rounded up, and 02:48:07 in the pending reason); checked as kept:
+    # a time later than now within this second was kept at or before now, a drain "scheduled" in the past (lt61)
+    at = at.replace(microsecond=0)
     try:
         shown = instant_text(at, absolute=True)
     except OverflowError:  # before year 1 or after 9999 in UTC (brk56: a 500 writing it)
@@ -2474,9 +2478,7 @@ def drain_time(value: object, now: datetime | None = None) -> datetime:
         raise HostError(
             "invalid_at", "at", f"A drain is scheduled at most {SCHEDULED_DRAIN_MAX.days} days ahead: {shown} is later."
         )
-    # whole seconds, as the policy reads it (snapshot.epoch, floored) and every surface shows it (try59: "--in 1h"
-    # at 02:48:07.69 showed 02:48:08 on the host, rounded up, and 02:48:07 in the pending reason)
-    return at.replace(microsecond=0)
+    return at
 
 
 SCHEDULABLE_VERBS = ("drain", "drain-now")
@@ -2621,7 +2623,18 @@ def apply_due_drains(cluster_id: int, now: datetime) -> list[int]:
         locked.save(update_fields=["drain_at", "drain_at_now", "drain_at_by", "drain_at_reason"])
         if locked.removed_at is not None:
             continue
-        scheduled = {"at": at.isoformat(), "by": by.get_username() if by is not None else None}
+        # when it was asked: the reason on the host says it, beside when it began (lt61)
+        asked = (
+            HostEvent.objects.filter(host=locked, kind="drain_scheduled")
+            .order_by("-at", "-pk")
+            .values_list("at", flat=True)
+            .first()
+        )
+        scheduled = {
+            "at": at.isoformat(),
+            "by": by.get_username() if by is not None else None,
+            "asked_at": asked.isoformat() if asked is not None else None,
+        }
         kind = _change_host_state(by, locked, Host.State.DRAINING, reason, drain_now, scheduled)
         what = "drain now" if drain_now else "drain"
         if kind is None:

@@ -228,7 +228,11 @@ class NotificationForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        problem = webhook_without_url(cleaned.get("webhook_kinds") or [], cleaned.get("webhook_url") or "")
+        problem = webhook_without_url(
+            cleaned.get("webhook_kinds") or [],
+            cleaned.get("webhook_url") or "",
+            field=str(self.fields["webhook_url"].label),
+        )
         if problem and "webhook_url" not in self.errors:
             self.add_error("webhook_url", problem[0].upper() + problem[1:] + ".")
         return cleaned

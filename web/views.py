@@ -53,6 +53,7 @@ from config.one_read import one_read_view
 from config.pagination import whole_number_problem
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
+    IMPACT_PER_BUDGET_MEANS,
     NOT_MEASURED,
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
@@ -1080,8 +1081,6 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 ],
                 "scheduled_drain": scheduled_drain(host),
                 "actions": host_actions(host),  # the buttons: the actions that apply now
-                # an offline host's reason is that of the state it returns to: name that state
-                "returns_as": reason["kind"].replace("_", " ") if reason and host.state == Host.State.OFFLINE else "",
             }
         )
     return rows
@@ -1231,6 +1230,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         {
             "nav": "metrics",
             "availability_means": AVAILABILITY_MEANS,
+            "impact_means": IMPACT_PER_BUDGET_MEANS,
             "occupancy": occupancy(clusters),
             "pyramids": pyramids,
             "series": PYRAMID_SERIES,

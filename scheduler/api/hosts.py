@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from config.api import FairwayAPIView, FairwayViewSet
 from fairway_cli.numbers import instant_text, parse_duration_s
+from fairway_cli.words import host_reason_words
 from scheduler import lifecycle
 from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
 from scheduler.gpu_report import unreported
@@ -124,19 +125,28 @@ _REASON_EVENTS_KEPT = 4  # the latest few of those kinds: the one matching the s
 
 def state_reason(host: Host) -> dict[str, Any] | None:
     """Why ``host`` is out of placement: the latest event that cordoned or drained it, as
-    ``{"kind", "message", "by", "at"}`` (``by``: the user, None for the system or the agent),
-    or None when it is active or no event says. Reads ``host.reason_events`` (``hosts_queryset``)."""
+    ``{"kind", "message", "by", "at", "scheduled", "summary"}`` (``by``: the user, None for the
+    system or the agent; ``at``: when it took effect; ``scheduled``: a scheduled drain's ``at`` and
+    ``asked_at``, None for an immediate change; ``summary``: the one wording,
+    :func:`fairway_cli.words.host_reason_words`), or None when it is active or no event says.
+    Reads ``host.reason_events`` (``hosts_queryset``)."""
     state = host.state_before_offline if host.state == Host.State.OFFLINE else host.state
     kinds = REASON_EVENT_KINDS.get(state, ())
     event = next((e for e in getattr(host, "reason_events", ()) if e.kind in kinds), None)
     if event is None:
         return None
-    return {
+    scheduled = (event.data or {}).get("scheduled")
+    reason: dict[str, Any] = {
         "kind": event.kind,
         "message": event.message,
         "by": event.actor.username if event.actor is not None else None,
         "at": event.at,
+        "scheduled": {"at": scheduled.get("at"), "asked_at": scheduled.get("asked_at")}
+        if isinstance(scheduled, dict)
+        else None,
     }
+    reason["summary"] = host_reason_words(reason, offline=host.state == Host.State.OFFLINE)
+    return reason
 
 
 def _gpu_counts(models: list[str]) -> str:
@@ -247,7 +257,21 @@ class HostSerializer(serializers.ModelSerializer):
                     help_text="the reason given (an admin's, the agent's, the scheduler's)"
                 ),
                 "by": serializers.CharField(allow_null=True, help_text="the user; null: the system or the agent"),
-                "at": serializers.DateTimeField(),
+                "at": serializers.DateTimeField(help_text="when it took effect (a scheduled drain: began)"),
+                "scheduled": inline_serializer(
+                    "HostStateReasonScheduled",
+                    {
+                        "at": serializers.DateTimeField(help_text="the time the drain was scheduled for"),
+                        "asked_at": serializers.DateTimeField(
+                            allow_null=True, help_text="when it was scheduled (null: before lt61)"
+                        ),
+                    },
+                    allow_null=True,
+                    help_text="a scheduled drain's times; null: an immediate change",
+                ),
+                "summary": serializers.CharField(
+                    help_text="who, when and why in words, as the CLI and the page say it"
+                ),
             },
             allow_null=True,
         )

@@ -50,7 +50,8 @@ def test_a_scheduled_drain_is_listed_and_applied_at_its_time_once(admin, hosts):
     assert (host.state, host.drain_now, host.drain_at, host.drain_at_by) == (Host.State.DRAINED, False, None, None)
     applied = HostEvent.objects.get(host=host, kind="draining")
     assert (applied.actor, applied.message) == (admin, "PSU swap")  # who scheduled it, and why
-    assert applied.data["scheduled"] == {"at": at.isoformat(), "by": "admin"}
+    # and when it was asked (lt61: the host's reason named only when it was applied)
+    assert applied.data["scheduled"] == {"at": at.isoformat(), "by": "admin", "asked_at": event.at.isoformat()}
     run_tick(host.cluster_id, at + timedelta(seconds=5))  # a second tick: nothing more
     assert apply_due_drains(host.cluster_id, at + timedelta(minutes=1)) == []
     assert _kinds(host) == ["drain_scheduled", "draining", "drained"]  # the same tick found it empty

@@ -202,7 +202,9 @@ def test_only_admins_operate_hosts_from_the_cluster_page(browser, admin_browser,
     reason = re.search(
         r'<div class="small muted state-reason">([^<]*)</div>', browser.get("/clusters/").content.decode()
     )
-    assert reason is not None and reason.group(1).startswith("by admin, ") and reason.group(1).endswith(": fan")
+    assert (
+        reason is not None and reason.group(1).startswith("cordoned by admin at ") and reason.group(1).endswith(": fan")
+    )
 
 
 def _buttons(client: Client, host: str) -> list[str]:
