@@ -41,8 +41,8 @@ class _End:
     refused: SessionRefused | None = None
 
 
-def websocket_url(server: str) -> str:
-    return server.rstrip("/") + "/ws/exec/"
+def websocket_url(server: str, path: str = "/ws/exec/") -> str:
+    return server.rstrip("/") + path
 
 
 def terminal_size(fd: int) -> tuple[int, int]:
@@ -54,15 +54,21 @@ def terminal_size(fd: int) -> tuple[int, int]:
 
 
 def open_session(
-    server: str, token: str, user_agent: str, first: dict[str, Any], timeout: float = 30.0
+    server: str,
+    token: str,
+    user_agent: str,
+    first: dict[str, Any],
+    timeout: float = 30.0,
+    path: str = "/ws/exec/",
 ) -> tuple[WebSocket, dict[str, Any]]:
-    """Connect, send the first frame ``first`` and wait for ``started`` (its frame returned).
+    """Connect to ``path`` (``/ws/exec/``; ``/ws/port-forward/``: :mod:`fairway_cli.portforward`),
+    send the first frame ``first`` and wait for ``started`` or ``checked`` (its frame returned).
 
     Raises:
         SessionRefused: the server's refusal (or ``unauthorized``: HTTP 401/403 at the upgrade).
         WebSocketError: the server could not be reached or broke the connection.
     """
-    ws = WebSocket(websocket_url(server), {"Authorization": f"Token {token}", "User-Agent": user_agent}, timeout)
+    ws = WebSocket(websocket_url(server, path), {"Authorization": f"Token {token}", "User-Agent": user_agent}, timeout)
     try:
         ws.send_text(json.dumps(first))
         while True:
@@ -74,7 +80,7 @@ def open_session(
             frame = json.loads(payload)
             if frame.get("type") == "error":
                 raise SessionRefused(str(frame.get("code")), str(frame.get("message")))
-            if frame.get("type") == "started":
+            if frame.get("type") in ("started", "checked"):
                 return ws, frame
     except BaseException:
         ws.close()

@@ -55,7 +55,7 @@ def _token_user(header: str) -> Any:
 
 
 @agent_db
-def _target(user: Any, data: Any) -> execs.TtyTarget:
+def _tty_target(user: Any, data: Any) -> execs.TtyTarget:
     return execs.tty_target(user, data)
 
 
@@ -66,18 +66,47 @@ def _authorization(scope: dict[str, Any]) -> str:
     return ""
 
 
-class ExecSessionConsumer(AsyncWebsocketConsumer):
-    """One interactive session's websocket at ``/ws/exec/`` (module docstring)."""
+class AttemptStreamConsumer(AsyncWebsocketConsumer):
+    """What an interactive session's websocket (``/ws/exec/``) and a forwarded connection's
+    (``/ws/port-forward/``, :mod:`scheduler.port_forward`) share: the token, the first frame's
+    checks (:meth:`check`), the open through the host's group (:meth:`open_event`), the agent's
+    connection taking it (``exec.tty.opened``) or not (``host_offline``), refusals, the relay to
+    that connection, the close when the reader leaves, the end (``exec.tty.end``)."""
+
+    async def check(self, data: Any) -> Any:
+        """The first frame checked for ``self.user``: a target with ``host_id``, ``host_name``,
+        ``number`` (the attempt's) and ``wire_id``; ServiceError otherwise."""
+        raise NotImplementedError
+
+    def open_event(self, target: Any) -> dict[str, Any]:
+        """The group event that asks the host's agent connection to open it."""
+        raise NotImplementedError
+
+    async def relay_in(self, text_data: str | None, bytes_data: bytes | None) -> None:
+        """A frame of the reader's once the agent's connection took it."""
+        raise NotImplementedError
+
+    def done_frame(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The reader's last frame, of the agent's end without an error."""
+        raise NotImplementedError
+
+    async def checked_only(self, target: Any) -> bool:
+        """Whether the first frame asked for its checks only (answered here, then closed)."""
+        return False
+
+    def agent_refusal(self, error: str, message: str) -> ServiceError:
+        """The refusal of an ``error`` the agent answered (or ``host_offline``: no answer)."""
+        assert self.target is not None  # noqa: S101 -- only once it was asked for
+        return execs.agent_refusal(error, message, self.target.host_name, self.target.number)
 
     async def connect(self) -> None:
         self.user: Any = None
-        self.target: execs.TtyTarget | None = None
+        self.target: Any = None
         self.agent: str | None = None  # the agent connection's channel, once it took the session
         self.ref = 0
         self.ended = False
         self.opening = False
         self.open_timer: asyncio.TimerHandle | None = None
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         await self.accept()
         try:
             self.user = await _token_user(_authorization(self.scope))
@@ -110,23 +139,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         if self.agent is None:
             return  # nothing is sent before the session started: the client waits for "started"
-        if bytes_data is not None:
-            if len(bytes_data) > MAX_FRAME_BYTES:
-                await self._end_with("input_too_large", f"An input frame is at most {MAX_FRAME_BYTES} bytes.", 400)
-                return
-            text = self.decoder.decode(bytes_data)
-            for at in range(0, len(text), EXEC_CHUNK_BYTES):
-                await self._to_agent({"type": "exec.tty.input", "data": text[at : at + EXEC_CHUNK_BYTES]})
-            return
-        try:
-            control = json.loads(text_data or "")
-            if control.get("type") != "resize":
-                raise ValueError(control.get("type"))
-            rows, cols = int(control["rows"]), int(control["cols"])
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return  # not one we know: ignored, as a terminal ignores an unknown escape
-        if 1 <= rows <= 4096 and 1 <= cols <= 4096:
-            await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
+        await self.relay_in(text_data, bytes_data)
 
     async def _open(self, text_data: str | None) -> None:
         self.opening = True
@@ -135,23 +148,14 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         except ValueError:
             data = None
         try:
-            self.target = await _target(self.user, data)
+            self.target = await self.check(data)
         except ServiceError as exc:
             await self.refuse(exc)
             return
-        target = self.target
-        await self.channel_layer.group_send(
-            gateway.host_group(target.host_id),
-            {
-                "type": "exec.tty.open",
-                "attempt_id": target.wire_id,
-                "command": target.command,
-                "rows": target.rows,
-                "cols": target.cols,
-                "idle_s": int(settings.FAIRWAY_EXEC_IDLE_TIMEOUT),
-                "reply_to": self.channel_name,
-            },
-        )
+        if await self.checked_only(self.target):
+            return
+        event = {**self.open_event(self.target), "reply_to": self.channel_name}
+        await self.channel_layer.group_send(gateway.host_group(self.target.host_id), event)
         loop = asyncio.get_running_loop()
         self.open_timer = loop.call_later(OPEN_WAIT_S, lambda: loop.create_task(self._not_taken()))
 
@@ -164,8 +168,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         await self.refuse(ServiceError(code, None, message, status=status))
 
     async def _end_with_agent_error(self, error: str, message: str) -> None:
-        assert self.target is not None  # noqa: S101 -- only once the session was asked for
-        await self.refuse(execs.agent_refusal(error, message, self.target.host_name, self.target.number))
+        await self.refuse(self.agent_refusal(error, message))
 
     async def _to_agent(self, event: dict[str, Any]) -> None:
         """``event`` to the agent connection that holds the session; one that cannot be sent (its
@@ -204,13 +207,6 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
         await self.send(text_data=json.dumps(started))
 
-    async def exec_tty_output(self, event: dict[str, Any]) -> None:
-        if self.ended:
-            return
-        data = str(event["data"]).encode()
-        await self.send(bytes_data=data)  # waits while the reader's socket buffer is full
-        await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
-
     async def exec_tty_end(self, event: dict[str, Any]) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
@@ -224,7 +220,56 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             await self._end_with_agent_error("exec_failed", str(event.get("message") or "the command did not run"))
             return
         self.ended = True
-        done = {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
         with contextlib.suppress(Exception):
-            await self.send(text_data=json.dumps(done))
+            await self.send(text_data=json.dumps(self.done_frame(event)))
             await self.close(code=1000)
+
+
+class ExecSessionConsumer(AttemptStreamConsumer):
+    """One interactive session's websocket at ``/ws/exec/`` (module docstring)."""
+
+    async def connect(self) -> None:
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        await super().connect()
+
+    async def check(self, data: Any) -> execs.TtyTarget:
+        return await _tty_target(self.user, data)
+
+    def open_event(self, target: execs.TtyTarget) -> dict[str, Any]:
+        return {
+            "type": "exec.tty.open",
+            "attempt_id": target.wire_id,
+            "command": target.command,
+            "rows": target.rows,
+            "cols": target.cols,
+            "idle_s": int(settings.FAIRWAY_EXEC_IDLE_TIMEOUT),
+        }
+
+    def done_frame(self, event: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
+
+    async def relay_in(self, text_data: str | None, bytes_data: bytes | None) -> None:
+        if bytes_data is not None:
+            if len(bytes_data) > MAX_FRAME_BYTES:
+                await self._end_with("input_too_large", f"An input frame is at most {MAX_FRAME_BYTES} bytes.", 400)
+                return
+            text = self.decoder.decode(bytes_data)
+            for at in range(0, len(text), EXEC_CHUNK_BYTES):
+                await self._to_agent({"type": "exec.tty.input", "data": text[at : at + EXEC_CHUNK_BYTES]})
+            return
+        try:
+            control = json.loads(text_data or "")
+            if control.get("type") != "resize":
+                raise ValueError(control.get("type"))
+            rows, cols = int(control["rows"]), int(control["cols"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return  # not one we know: ignored, as a terminal ignores an unknown escape
+        if 1 <= rows <= 4096 and 1 <= cols <= 4096:
+            await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
+
+    async def exec_tty_output(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            return
+        data = str(event["data"]).encode()
+        await self.send(bytes_data=data)  # waits while the reader's socket buffer is full
+        await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -177,6 +178,16 @@ class Runtime(ABC):
             ExecError: it could not start there (the runtime cannot, or the attempt does not run).
         """
         raise ExecError("unsupported", f"the {type(self).__name__} cannot open a terminal in an attempt")
+
+    async def connect_port(self, attempt_id: int, port: int) -> socket.socket:
+        """A TCP connection to ``port`` on 127.0.0.1 as the running attempt ``attempt_id`` sees it
+        (its network, its owner's identity: ``fairway port-forward``).
+
+        Raises:
+            ExecError: ``port_refused`` (nothing listens there), or it could not be made there
+                (the runtime cannot, or the attempt does not run).
+        """
+        raise ExecError("unsupported", f"the {type(self).__name__} cannot forward a port of an attempt")
 
     def running_ids(self) -> list[int]:
         """Ids of the attempts running now, ascending."""
