@@ -118,8 +118,9 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
         agent's consumer: every keystroke would wait there); the database is touched only by the
         :func:`~scheduler.gateway.agent_db` helpers, which close their connections."""
         handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
+        if handler is None:  # another kind of stream's (an agent's answer of the wrong kind): not ours
+            logger.warning("%s: no handler for %s", type(self).__name__, message.get("type"))
+            return
         await handler(message)
 
     async def refuse(self, exc: ServiceError) -> None:

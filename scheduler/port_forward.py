@@ -28,6 +28,7 @@ nothing in or out end it.
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import json
 from typing import Any
@@ -119,7 +120,11 @@ class PortForwardConsumer(AttemptStreamConsumer):
         if event.get("eof"):
             await self.send(text_data=json.dumps({"type": "eof"}))
             return
-        data = base64.b64decode(str(event["data"]))
+        try:
+            data = base64.b64decode(str(event["data"]), validate=True)
+        except binascii.Error:
+            await self._end_with("exec_failed", "The workload's host sent bytes that are not base64.", 409)
+            return
         await self.send(bytes_data=data)  # waits while the reader's socket buffer is full
         await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
 

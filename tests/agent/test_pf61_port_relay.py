@@ -146,3 +146,26 @@ def test_one_owner_holds_at_most_half_of_the_hosts_connections(
                 assert len(agent._ports) == one_persons_share(4) + 1  # bob's beside alice's
 
     run_async(scenario(), timeout=30)
+
+
+def test_a_connection_nothing_goes_through_ends_after_idle_s(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            agent = make_agent(server.url, state_dir)
+            inside, workload = socket.socketpair()
+            workload.setblocking(False)
+
+            async def connect_port(attempt_id: int, port: int) -> socket.socket:
+                return inside
+
+            agent.runtime.connect_port = connect_port  # type: ignore[method-assign]
+            loop = asyncio.get_running_loop()
+            async with running(agent):
+                await server.expect(lambda m: isinstance(m, Hello))
+                await server.send(PortOpen(attempt_id=7, port=6006, idle_s=1))
+                result = await server.expect(lambda m: isinstance(m, ExecResult), within=10)
+                assert isinstance(result, ExecResult) and result.timed_out and result.exit_code == 0
+                assert await asyncio.wait_for(loop.sock_recv(workload, 100), 10) == b""  # closed
+            workload.close()
+
+    run_async(scenario(), timeout=30)
