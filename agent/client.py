@@ -952,6 +952,10 @@ class Agent:
             except ExecError as exc:
                 await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
                 return
+            except OSError as exc:  # a socket pair, a helper: none could be made here
+                log.exception("attempt %d: forwarding port %d failed", msg.attempt_id, msg.port)
+                await self._send(Error(code="exec_failed", message=f"{exc}"[:4000], ref=msg.id))
+                return
             reader, writer = await asyncio.open_connection(sock=sock, limit=2 * PORT_CHUNK_BYTES)
             self._spawn(self._idle(msg.id, port))
             up = asyncio.ensure_future(self._port_up(msg.id, port, writer))

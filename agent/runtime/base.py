@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from abc import ABC, abstractmethod
@@ -196,6 +197,28 @@ class Runtime(ABC):
     def busy_gpu_indices(self) -> set[int]:
         """GPU indices held by running attempts."""
         return {i for r in self.records() if r.state == "running" for i in r.gpu_indices}
+
+
+def handed_connection(mine: socket.socket, port: int, exit_code: int | None, said: str) -> socket.socket:
+    """The connection to ``port`` a helper (the process runtime's exec wrapper, the docker
+    runtime's :data:`agent.runtime.docker.NETNS_CONNECT`) made where the attempt runs and passed
+    over the Unix socket ``mine`` (SCM_RIGHTS), once it ended (``exit_code``; ``said``: its last
+    line of errors).
+
+    Raises:
+        ExecError: none came (``said`` says why).
+    """
+    mine.setblocking(False)
+    try:
+        _msg, fds, _flags, _addr = socket.recv_fds(mine, 16, 1)
+    except OSError:
+        fds = []
+    for extra in fds[1:]:
+        os.close(extra)
+    if not fds:
+        last = f": {said}" if said else ""
+        raise ExecError("failed", f"the connection to port {port} was not handed over (exit {exit_code}){last}")
+    return socket.socket(fileno=fds[0])
 
 
 class StoredRuntime(Runtime):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from agent.runtime import devices
-from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, StoredRuntime, mount_env
+from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, StoredRuntime, handed_connection, mount_env
 from agent.runtime.isolation import (
     DEFAULT_PATH,
     TMPFS_PRIVATE,
@@ -1201,17 +1201,7 @@ class ProcessRuntime(StoredRuntime):
                 raise ExecError("port_refused", why)
             if status.startswith(b"fail "):
                 raise ExecError("failed", why)
-            mine.setblocking(False)
-            try:
-                _msg, fds, _flags, _addr = socket.recv_fds(mine, 16, 1)
-            except OSError:
-                fds = []
-            if not fds:
-                last = f": {said[-1]}" if said else ""
-                raise ExecError(
-                    "failed", f"the connection to port {port} was not handed over (exit {proc.returncode}){last}"
-                )
-            return socket.socket(fileno=fds[0])
+            return handed_connection(mine, port, proc.returncode, said[-1] if said else "")
         finally:
             mine.close()
 
