@@ -44,6 +44,10 @@ BIG = random.randbytes({BIG})
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = BIG if self.path == "/big" else b"%d" % __import__("os").getuid()
+        if self.path == "/peer":  # the uid of the socket that connected here (/proc/net/tcp)
+            me, peer = ":%04X" % {INSIDE}, ":%04X" % self.client_address[1]
+            rows = [r.split() for r in open("/proc/net/tcp").read().splitlines()[1:]]
+            body = [r[7] for r in rows if r[1].endswith(peer) and r[2].endswith(me)][0].encode()
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
     def do_POST(self):
@@ -118,6 +122,7 @@ def test_a_port_in_the_workload_is_reached_through_the_forward(stack: Any, clis:
     up_s = time.monotonic() - began
     print(f"5 MB through the forward: down {down_s:.2f} s, up {up_s:.2f} s")
     assert get(LOCAL, "/uid") == b"62058"  # the server's own uid: the owner's (OWNER_UID)
+    assert get(LOCAL, "/peer") == b"62058"  # the connection's too: made as rita, not the agent's root
 
     # and two connections at once: the first half sent, the second served whole, then the first
     first = socket.create_connection(("127.0.0.1", LOCAL), timeout=30)
