@@ -116,11 +116,13 @@ class _Stream:
 @dataclasses.dataclass(slots=True, eq=False)
 class _Tty(_Stream):
     """An interactive session (``exec_tty``): its terminal once started, input that came before it
-    started, a resize that came before it started."""
+    started, a resize that came before it started, and why the agent ended it (told with its
+    ``exec_result``; brk61: a paste too long, unsaid)."""
 
     session: TtySession | None = None
     early: bytearray = dataclasses.field(default_factory=bytearray)
     size: tuple[int, int] | None = None
+    why: str = ""
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -468,10 +470,13 @@ class Agent:
                 ended.append(record.attempt_id)
         return statuses, ended, starts, late_exits
 
-    async def _send(self, msg: Message) -> int | None:
-        """Send ``msg`` with the next sequence number; returns that id, or None if not sent."""
+    async def _send(self, msg: Message, on: Any = None) -> int | None:
+        """Send ``msg`` with the next sequence number; returns that id, or None if not sent. With
+        ``on`` (the connection a request came on), only on that connection: the server numbers
+        each connection's messages anew, so an answer's ``ref`` on the next one could name another
+        person's request (brk61)."""
         ws = self._ws
-        if ws is None:
+        if ws is None or (on is not None and ws is not on):
             return None
         self._seq += 1
         msg = replace(msg, id=self._seq)
@@ -547,7 +552,8 @@ class Agent:
                 return
             self._execs += 1
             self._execs_by_owner[owner] = mine + 1
-            self._spawn(self._on_exec(msg, owner))  # not awaited: the receive loop goes on meanwhile
+            # not awaited: the receive loop goes on meanwhile; answered on this connection only
+            self._spawn(self._on_exec(msg, owner, self._ws))
         elif isinstance(msg, (ExecAck, ExecClose)) and msg.ref in self._ports:
             await self._on_port_message(msg)
         elif isinstance(msg, (ExecTty, ExecInput, ExecResize, ExecAck, ExecClose)):
@@ -711,21 +717,22 @@ class Agent:
                 data, offset = data[cut:], offset + cut
         await self._send(reply)
 
-    async def _on_exec(self, msg: Exec, owner: str = "") -> None:
+    async def _on_exec(self, msg: Exec, owner: str = "", conn: Any = None) -> None:
         """Run an ``exec`` in its attempt (the runtime's containment), then send its output in
         ``exec_output`` chunks and its ``exec_result``; an ``error`` naming it when it cannot run.
-        Answered on the connection of the moment: one lost with its connection is not sent again
-        (the server's request has timed out by then)."""
+        Answered on ``conn``, the connection it came on, only: one that ended meanwhile answers
+        nothing (its requester was told ``host_offline``), and on the next one its id could be
+        another request's (brk61)."""
         try:
             try:
                 outcome = await self.runtime.exec(msg.attempt_id, list(msg.command), msg.timeout_s, msg.max_output)
             except ExecError as exc:
-                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
                 return
             except Exception as exc:  # answered all the same: else the server waits out its timeout (brk59)
                 log.exception("exec in attempt %d failed", msg.attempt_id)
                 why = f"the agent could not run it: {type(exc).__name__}: {exc}"
-                await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id))
+                await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
                 return
             for stream, data in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -733,11 +740,12 @@ class Agent:
                 for at in range(0, len(data), step):
                     text = decoder.decode(data[at : at + step], final=at + step >= len(data))
                     if text:
-                        await self._send(ExecOutput(ref=msg.id, stream=stream, data=text))  # type: ignore[arg-type]
+                        await self._send(ExecOutput(ref=msg.id, stream=stream, data=text), on=conn)  # type: ignore[arg-type]
             await self._send(
                 ExecResult(
                     ref=msg.id, exit_code=outcome.exit_code, timed_out=outcome.timed_out, truncated=outcome.truncated
-                )
+                ),
+                on=conn,
             )
         finally:
             self._execs -= 1
@@ -780,12 +788,14 @@ class Agent:
                 return
             new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s())
             self._ttys[msg.id] = new
-            self._spawn(self._run_tty(msg, new))
+            self._spawn(self._run_tty(msg, new, self._ws))  # answered on this connection only
             return
         tty = self._ttys.get(msg.ref)
         if tty is None:
             return  # ended meanwhile: its exec_result is on its way
         if isinstance(msg, ExecInput):
+            if tty.closing:
+                return  # the command is being ended: its input goes nowhere
             tty.last = monotonic_s()
             data = msg.data.encode()
             try:
@@ -797,6 +807,7 @@ class Agent:
                     tty.session.write(data)
             except InputOverflow as exc:
                 log.warning("attempt %d: interactive session %d closed: %s", tty.attempt_id, msg.ref, exc)
+                tty.why = f"the session was ended: {exc}"
                 self._close_stream(tty)
         elif isinstance(msg, ExecResize):
             if tty.session is not None:
@@ -822,7 +833,7 @@ class Agent:
         elif isinstance(stream, _Tty) and stream.session is not None:
             self._spawn(stream.session.close())
 
-    async def _run_tty(self, msg: ExecTty, tty: _Tty) -> None:
+    async def _run_tty(self, msg: ExecTty, tty: _Tty, conn: Any = None) -> None:
         """Run an ``exec_tty``: start its command on a terminal in the attempt's containment (the
         runtime's), send its output as ``exec_output`` (at most :data:`EXEC_TTY_WINDOW` bytes and
         :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of the server's ``exec_ack``s), end it when
@@ -832,7 +843,7 @@ class Agent:
             try:
                 session = await self.runtime.exec_tty(msg.attempt_id, list(msg.command), msg.rows, msg.cols)
             except ExecError as exc:
-                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
                 return
             tty.session = session
             if tty.size is not None:
@@ -842,7 +853,8 @@ class Agent:
             elif tty.early:
                 try:
                     session.write(bytes(tty.early))
-                except InputOverflow:
+                except InputOverflow as exc:
+                    tty.why = f"the session was ended: {exc}"
                     self._close_stream(tty)
                 tty.early.clear()
             self._spawn(self._idle(msg.id, tty))
@@ -867,15 +879,29 @@ class Agent:
                 if text:
                     tty.unacked += len(text.encode())
                     tty.unacked_chunks += 1
-                    await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text))
+                    await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text), on=conn)
             await session.close()  # what it left behind (a background job holding the terminal)
             code = await exited
             if text := decoder.decode(b"", final=True):
-                await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text))
+                await self._send(ExecOutput(ref=msg.id, stream="stdout", data=text), on=conn)
             log.info("attempt %d: interactive exec exited %d%s", msg.attempt_id, code, " (idle)" if tty.idle else "")
             await self._send(
-                ExecResult(ref=msg.id, exit_code=128 - code if code < 0 else code, timed_out=tty.idle, truncated=False)
+                ExecResult(
+                    ref=msg.id,
+                    exit_code=128 - code if code < 0 else code,
+                    timed_out=tty.idle,
+                    truncated=False,
+                    message=tty.why,
+                ),
+                on=conn,
             )
+        except Exception as exc:  # answered all the same, as exec's (brk61: its reader waited for ever)
+            log.exception("interactive exec in attempt %d failed", msg.attempt_id)
+            if session is not None:
+                with contextlib.suppress(Exception):
+                    await session.close()
+            why = f"the agent could not run it: {type(exc).__name__}: {exc}"
+            await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
         finally:
             tty.closing = True
             if session is not None:
@@ -910,7 +936,7 @@ class Agent:
                 return
             new = _Port(msg.attempt_id, float(msg.idle_s), monotonic_s())
             self._ports[msg.id] = new
-            self._spawn(self._run_port(msg, new))
+            self._spawn(self._run_port(msg, new, self._ws))  # answered on this connection only
             return
         port = self._ports.get(msg.ref)
         if port is None:
@@ -939,27 +965,28 @@ class Agent:
             if msg.eof:
                 port.inbox.put_nowait(b"")
 
-    async def _run_port(self, msg: PortOpen, port: _Port) -> None:
+    async def _run_port(self, msg: PortOpen, port: _Port, conn: Any = None) -> None:
         """Relay a ``port_open``: the runtime's connection to the port in the attempt (made there,
         as its owner), its bytes both ways as ``port_data`` within the windows, ended when both
         sides have ended theirs, on an error, a close, the attempt's end or ``idle_s``; then its
-        ``exec_result`` (an ``error`` ``exec_not_running`` when its attempt ended)."""
+        ``exec_result`` (an ``error`` ``exec_not_running`` when its attempt ended); all of it on
+        ``conn``, the connection it came on, only (brk61: on the next one its id is another's)."""
         writer: asyncio.StreamWriter | None = None
         why = ""
         try:
             try:
                 sock = await self.runtime.connect_port(msg.attempt_id, msg.port)
             except ExecError as exc:
-                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
                 return
             except OSError as exc:  # a socket pair, a helper: none could be made here
                 log.exception("attempt %d: forwarding port %d failed", msg.attempt_id, msg.port)
-                await self._send(Error(code="exec_failed", message=f"{exc}"[:4000], ref=msg.id))
+                await self._send(Error(code="exec_failed", message=f"{exc}"[:4000], ref=msg.id), on=conn)
                 return
             reader, writer = await asyncio.open_connection(sock=sock, limit=2 * PORT_CHUNK_BYTES)
             self._spawn(self._idle(msg.id, port))
-            up = asyncio.ensure_future(self._port_up(msg.id, port, writer))
-            down = asyncio.ensure_future(self._port_down(msg.id, port, reader))
+            up = asyncio.ensure_future(self._port_up(msg.id, port, writer, conn))
+            down = asyncio.ensure_future(self._port_down(msg.id, port, reader, conn))
             closed = asyncio.ensure_future(port.closed.wait())
             both: asyncio.Future[Any] = asyncio.gather(up, down)
             await asyncio.wait([both, closed], return_when=asyncio.FIRST_COMPLETED)
@@ -972,10 +999,17 @@ class Agent:
             with contextlib.suppress(asyncio.CancelledError, OSError):
                 await both
             if port.attempt_ended:
-                await self._send(Error(code="exec_not_running", message="the workload's attempt ended", ref=msg.id))
+                await self._send(
+                    Error(code="exec_not_running", message="the workload's attempt ended", ref=msg.id), on=conn
+                )
                 return
             log.info("attempt %d: forwarded connection to port %d ended %s", msg.attempt_id, msg.port, why)
-            await self._send(ExecResult(ref=msg.id, exit_code=0, timed_out=port.idle, truncated=False, message=why))
+            result = ExecResult(ref=msg.id, exit_code=0, timed_out=port.idle, truncated=False, message=why)
+            await self._send(result, on=conn)
+        except Exception as exc:  # answered all the same, as a session's (brk61: its reader waited for ever)
+            log.exception("attempt %d: forwarded connection to port %d failed", msg.attempt_id, msg.port)
+            why = f"the agent could not relay it: {type(exc).__name__}: {exc}"
+            await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
         finally:
             port.closing = True
             if writer is not None:
@@ -983,7 +1017,7 @@ class Agent:
             if self._ports.get(msg.id) is port:
                 del self._ports[msg.id]
 
-    async def _port_up(self, ref: int, port: _Port, writer: asyncio.StreamWriter) -> None:
+    async def _port_up(self, ref: int, port: _Port, writer: asyncio.StreamWriter, conn: Any = None) -> None:
         """What the server sends for the connection ``ref``, written to it; each piece acknowledged
         (``exec_ack``) once written, so that the server's reader may send more."""
         while True:
@@ -997,9 +1031,9 @@ class Agent:
             port.queued -= len(data)
             port.queued_chunks -= 1
             port.last = monotonic_s()
-            await self._send(ExecAck(ref=ref, bytes=len(data), chunks=1))
+            await self._send(ExecAck(ref=ref, bytes=len(data), chunks=1), on=conn)
 
-    async def _port_down(self, ref: int, port: _Port, reader: asyncio.StreamReader) -> None:
+    async def _port_down(self, ref: int, port: _Port, reader: asyncio.StreamReader, conn: Any = None) -> None:
         """What the connection ``ref`` sends, to the server as ``port_data``, at most
         :data:`EXEC_TTY_WINDOW` bytes and :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of its acks."""
         while True:
@@ -1013,11 +1047,11 @@ class Agent:
             data = await reader.read(min(PORT_CHUNK_BYTES, EXEC_TTY_WINDOW - port.unacked))
             port.last = monotonic_s()
             if not data:
-                await self._send(PortData(ref=ref, data="", eof=True))
+                await self._send(PortData(ref=ref, data="", eof=True), on=conn)
                 return
             port.unacked += len(data)
             port.unacked_chunks += 1
-            await self._send(PortData(ref=ref, data=base64.b64encode(data).decode(), eof=False))
+            await self._send(PortData(ref=ref, data=base64.b64encode(data).decode(), eof=False), on=conn)
 
     def _on_exit(self, record: AttemptRecord) -> None:
         for stream in [*self._ttys.values(), *self._ports.values()]:  # the attempt's sessions end with it

@@ -450,7 +450,8 @@ class ExecOutput(Message):
 class ExecResult(Message):
     """Agent → server: the ``exec`` whose id is ``ref`` ended: ``exit_code`` (128+N: killed by
     signal N; 124 with ``timed_out``), ``truncated``: some output was dropped at ``max_output``;
-    ``message``: why the command did not run (``exit_code`` null then)."""
+    ``message``: why the command did not run (``exit_code`` null then), or why the agent ended an
+    ``exec_tty``'s command (input it did not read past its bound)."""
 
     TYPE: ClassVar[str] = "exec_result"
     ref: Seq

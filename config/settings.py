@@ -280,6 +280,9 @@ FAIRWAY_WEB_SYNC_THREADS = env_int(
 # port-forward``, ``/ws/port-forward/``) that nothing went in or out of for this long is ended, a
 # session's processes killed (docs/jobs.md, "Run a command in a running workload").
 FAIRWAY_EXEC_IDLE_TIMEOUT = env_int("FAIRWAY_EXEC_IDLE_TIMEOUT", 3600, minimum=1, maximum=7 * 24 * 3600)
+# Interactive sessions one web process holds at once, of them one person at most half
+# (scheduler.exec_session; exl61): each holds a websocket and up to 256 KiB of output in flight.
+FAIRWAY_EXEC_MAX_SESSIONS = env_int("FAIRWAY_EXEC_MAX_SESSIONS", 256, minimum=1, maximum=1 << 16)
 
 AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [

@@ -1221,6 +1221,15 @@ def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
+STDIN_WITHOUT_TTY = (
+    "-i without -t (the command's stdin piped, no terminal) is not supported: a session carries a "
+    "terminal's text, not a stream of bytes with an end of its own (docs/jobs.md); for a shell use "
+    "fairway exec -it ID -- bash, for one command leave out -i, and move files through storage the "
+    "workload mounts"
+)
+"""``fairway exec -i`` without ``-t``'s refusal (exl61: kubectl's ``exec -i`` pipes stdin; Fairway's
+sessions do not)."""
+
 EXEC_HTTP_MARGIN_S = 15.0
 """How much longer than the command's timeout ``fairway exec`` waits for the server's answer."""
 
@@ -1239,6 +1248,8 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     body: dict[str, Any] = {"command": list(args.command), "timeout": args.timeout}
     if args.attempt is not None:
         body["attempt"] = args.attempt
+    if args.rank:
+        body["rank"] = args.rank
     api = Api(config.server, config.token, timeout=args.timeout + EXEC_HTTP_MARGIN_S, escape=False)
     wid = _workload_id(args.id)
     try:
@@ -1272,6 +1283,8 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
     from fairway_cli import session
     from fairway_cli.wsclient import WebSocketError
 
+    if args.stdin and not args.tty:  # exl61: a decision (docs/jobs.md), not kubectl's exec -i
+        raise CliError(EXIT_USAGE, STDIN_WITHOUT_TTY)
     if not (args.stdin and args.tty):
         raise CliError(EXIT_USAGE, "an interactive session takes both -i and -t: fairway exec -it ID -- bash")
     if args.json:
@@ -1285,6 +1298,8 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
     wid = _workload_id(args.id)
     rows, cols = session.terminal_size(stdin_fd)
     first = {"workload": wid, "attempt": args.attempt, "command": list(args.command), "tty": True}
+    if args.rank:
+        first["rank"] = args.rank
     try:
         ws, _started = session.open_session(
             config.server, config.token, f"fairway-cli/{__version__}", {**first, "rows": rows, "cols": cols}
@@ -1293,14 +1308,16 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
     except session.SessionRefused as exc:
         if exc.code in ("not_authenticated", "authentication_failed"):
             raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`") from None
-        # try60: names the flag typed (--attempt), as the one-shot's refusal does
-        raise CliError(EXIT_API, f"workload {wid}: {in_flags(exc.message)}", exc.code) from None
+        # try60: names the flag typed (--attempt), as the one-shot's refusal does; exl61: and its
+        # code, in the one-shot's words (_error_text), where the server refused
+        said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
+        raise CliError(EXIT_API, f"workload {wid}: {in_flags(said)}", exc.code) from None
     except WebSocketError as exc:
         raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
 
 
 def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    """``fairway port-forward ID [LOCAL:]REMOTE [--address 127.0.0.1] [--attempt N]``: a local port
+    """``fairway port-forward ID [LOCAL:]REMOTE [--address 127.0.0.1] [--attempt N] [--rank R]``: a local port
     that reaches port REMOTE inside one's own running workload (``kubectl port-forward``, ``ssh -L``
     through a login node; ``fairway_cli.portforward``; docs/jobs.md, "Reach a port in a running
     workload"). Until Ctrl-C (exit 0) or the workload no longer runs (said, exit 1)."""
@@ -1315,13 +1332,16 @@ def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> i
     except ValueError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     wid = _workload_id(args.id)
-    fwd = portforward.Forward(config.server, config.token, f"fairway-cli/{__version__}", wid, args.attempt, remote)
+    agent = f"fairway-cli/{__version__}"
+    fwd = portforward.Forward(config.server, config.token, agent, wid, args.attempt, remote, args.rank)
     try:
         fwd.check()
     except session.SessionRefused as exc:
         if exc.code in ("not_authenticated", "authentication_failed"):
             raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`") from None
-        raise CliError(EXIT_API, f"workload {wid}: {in_flags(exc.message)}", exc.code) from None
+        # as exec -it's (exl61): the flag typed, and the server's code in the one-shot's words
+        said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
+        raise CliError(EXIT_API, f"workload {wid}: {in_flags(said)}", exc.code) from None
     except WebSocketError as exc:
         raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
     family = socket.AF_INET6 if ":" in args.address else socket.AF_INET
@@ -2768,7 +2788,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(fairway exec -it ID -- bash)",
     )
     p.add_argument("id", help="your running workload")
-    p.add_argument("-i", "--stdin", action="store_true", help="send this terminal's input to the command (with -t)")
+    p.add_argument(
+        "-i", "--stdin", action="store_true", help="send this terminal's input to the command (with -t only)"
+    )
     p.add_argument("-t", "--tty", action="store_true", help="run it on a terminal, interactively (with -i: -it)")
     p.add_argument(
         "--timeout",
@@ -2777,6 +2799,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds before a one-shot command is killed (default 60, max 600; not with -it)",
     )
     p.add_argument("--attempt", type=_positive_int, help="its attempt number (default: the latest)")
+    p.add_argument(
+        "--rank", type=_count, default=0, help="a gang's member: run on the host of its node rank (default 0)"
+    )
     p.add_argument("command", nargs="*", help="-- program args...")
 
     p = add(
@@ -2789,6 +2814,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ports", metavar="[LOCAL:]REMOTE", help="the workload's port, and the local one if another")
     p.add_argument("--address", default="127.0.0.1", help="the local address to listen on (default 127.0.0.1)")
     p.add_argument("--attempt", type=_positive_int, help="its attempt number (default: the latest)")
+    p.add_argument("--rank", type=_count, default=0, help="a gang's member: a port of its node rank's part (default 0)")
 
     p = add("seff", cmd_seff, "how well a workload used its GPUs, like Slurm's seff: utilization, idle, memory")
     p.add_argument("id", help="the workload's id")

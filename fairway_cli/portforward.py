@@ -45,7 +45,7 @@ def parse_ports(spec: str) -> tuple[int, int]:
 @dataclass(frozen=True, slots=True)
 class Forward:
     """Where each local connection goes: the server, its token, workload ``workload``'s attempt
-    ``attempt`` (None: the latest), the port ``port`` inside it."""
+    ``attempt`` (None: the latest), the port ``port`` inside it, of its gang member ``rank``'s part."""
 
     server: str
     token: str
@@ -53,9 +53,12 @@ class Forward:
     workload: int
     attempt: int | None
     port: int
+    rank: int = 0
 
     def first(self, check: bool = False) -> dict[str, object]:
         frame: dict[str, object] = {"workload": self.workload, "attempt": self.attempt, "port": self.port}
+        if self.rank:
+            frame["rank"] = self.rank
         return {**frame, "check": True} if check else frame
 
     def check(self) -> dict[str, object]:

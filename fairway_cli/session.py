@@ -11,6 +11,7 @@ import json
 import os
 import select
 import signal
+import struct
 import sys
 import termios
 import threading
@@ -18,26 +19,35 @@ import tty
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from fairway_cli.words import COMMAND_TOO_LONG
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
 
 READ_BYTES = 4096
 """Most input sent in one frame."""
+CLOSE_TOO_BIG = struct.pack("!H", 1009)
+"""RFC 6455's close code of a message too big: the server's ``--ws-max-size`` (docs/deploy.md)."""
+MAX_FIRST_FRAME_BYTES = 256 * 1024
+"""The largest first frame a server takes: its ``--ws-max-size`` (docs/deploy.md, "Frame size"),
+the agent protocol's ``MAX_MESSAGE_BYTES`` (kept equal by tests/breaker/test_brk61.py). A longer
+command is refused here, not sent: past a few MiB the server reset the connection midway (brk61)."""
 
 
 class SessionRefused(Exception):
     """The server refused or ended the session: ``code`` (the API's: ``not_running``,
     ``forbidden``, ``host_offline``, ``agent_too_old``, ``throttled``, ...) and its words."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, from_server: bool = True) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.from_server = from_server  # the server's code and words, not the CLI's ("closed", "broken")
 
 
 @dataclass(slots=True)
 class _End:
     exit_code: int | None = None
     timed_out: bool = False
+    why: str = ""  # why the agent ended the command, if it did
     refused: SessionRefused | None = None
 
 
@@ -68,13 +78,21 @@ def open_session(
         SessionRefused: the server's refusal (or ``unauthorized``: HTTP 401/403 at the upgrade).
         WebSocketError: the server could not be reached or broke the connection.
     """
+    frame = json.dumps(first)
+    if len(frame.encode()) > MAX_FIRST_FRAME_BYTES:
+        raise SessionRefused("invalid_command", COMMAND_TOO_LONG)
     ws = WebSocket(websocket_url(server, path), {"Authorization": f"Token {token}", "User-Agent": user_agent}, timeout)
     try:
-        ws.send_text(json.dumps(first))
+        try:
+            ws.send_text(frame)
+        except OSError as exc:  # brk61: its OSError was a traceback
+            raise WebSocketError(f"the connection broke: {exc}") from None
         while True:
             kind, payload = ws.recv()
             if kind == OP_CLOSE:
-                raise SessionRefused("closed", "the server closed the session before it started")
+                if payload[:2] == CLOSE_TOO_BIG:  # past the server's --ws-max-size (its agent protocol's limit)
+                    raise SessionRefused("invalid_command", COMMAND_TOO_LONG)
+                raise SessionRefused("closed", "the server closed the session before it started", from_server=False)
             if kind != OP_TEXT:
                 continue
             frame = json.loads(payload)
@@ -85,6 +103,21 @@ def open_session(
     except BaseException:
         ws.close()
         raise
+
+
+def _sent(ws: WebSocket, frame: str | bytes, broke: Any) -> bool:
+    """Send ``frame`` (text: a control frame; bytes: input); a connection that broke (EPIPE,
+    ECONNRESET) is the session's end, told to ``broke`` (brk61: its OSError left ``relay``: a
+    BrokenPipeError exited 141 unsaid, as ``fairway ls | head``, a reset was a traceback)."""
+    try:
+        if isinstance(frame, str):
+            ws.send_text(frame)
+        else:
+            ws.send_binary(frame)
+    except OSError as exc:
+        broke(exc)
+        return False
+    return True
 
 
 def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
@@ -103,6 +136,10 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
         with contextlib.suppress(OSError):
             os.write(wake_w, what)
 
+    def broke(exc: BaseException) -> None:
+        if end.exit_code is None and end.refused is None:
+            end.refused = SessionRefused("broken", f"the connection broke: {exc}", from_server=False)
+
     def read_server() -> None:
         try:
             while True:
@@ -114,13 +151,13 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                     frame = json.loads(payload)
                     if frame.get("type") == "exit":
                         end.exit_code, end.timed_out = int(frame["exit_code"]), bool(frame.get("timed_out"))
+                        end.why = str(frame.get("message") or "")
                     elif frame.get("type") == "error":
                         end.refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
                 elif kind == OP_CLOSE:
                     return
         except (OSError, WebSocketError, ValueError) as exc:
-            if end.exit_code is None and end.refused is None:
-                end.refused = SessionRefused("broken", f"the connection broke: {exc}")
+            broke(exc)
         finally:
             wake(b"x")
 
@@ -140,14 +177,15 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                     break
                 if b"w" in woke:
                     rows, cols = terminal_size(stdin_fd)
-                    ws.send_text(json.dumps({"type": "resize", "rows": rows, "cols": cols}))
+                    frame: str | bytes = json.dumps({"type": "resize", "rows": rows, "cols": cols})
+                    if not _sent(ws, frame, broke):
+                        break
             if stdin_open and stdin_fd in ready:
                 data = os.read(stdin_fd, READ_BYTES)
-                if data:
-                    ws.send_binary(data)
-                else:  # stdin ended (not a terminal): the command's terminal gets an end of file
-                    stdin_open = False
-                    ws.send_binary(b"\x04")
+                if not data:  # stdin ended (not a terminal): the command's terminal gets an end of file
+                    stdin_open, data = False, b"\x04"
+                if not _sent(ws, data, broke):
+                    break
     finally:
         if saved is not None:
             termios.tcsetattr(stdin_fd, termios.TCSADRAIN, saved)
@@ -160,5 +198,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
     if end.exit_code is not None:
         if end.timed_out:
             sys.stderr.write("fairway: the session was idle too long and was ended\n")
+        elif end.why:
+            sys.stderr.write(f"fairway: {end.why}\n")
         return end.exit_code
-    raise end.refused or SessionRefused("broken", "the session ended without an exit code")
+    raise end.refused or SessionRefused("broken", "the session ended without an exit code", from_server=False)

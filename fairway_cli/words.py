@@ -32,12 +32,20 @@ MAINTENANCE_WORDS = "GPUs reserved for maintenance"
 "Scheduled drains"): the lists' words, its page's "reserved for maintenance" (list59: the lists read
 "GPUs reserved for a larger job" while the page named the drain)."""
 
+COMMAND_TOO_LONG = "The command is too long to send to its host."
+"""``exec``'s ``invalid_command`` of a command past what one message to the agent carries (the
+API's, ``scheduler.execs``), and ``fairway exec -it``'s of one past the server's websocket frame
+(the same 256 KiB: ``fairway_cli.session``, brk61)."""
+
 LEAVE_OUT_ATTEMPT = "leave out the attempt to run in it"
 """What ``exec``'s ``not_running`` says to do where the ``attempt`` asked for is not the running one
 (``scheduler.execs.not_running_words``): the API's field; ``fairway exec`` says its flag
 instead (:data:`FLAG_OF_FIELD`, left60)."""
 
-FLAG_OF_FIELD = {LEAVE_OUT_ATTEMPT: "leave out --attempt to run in it"}
+LEAVE_OUT_RANK = "leave out the rank"
+"""What ``exec``'s ``invalid_rank`` says to do of an attempt on one host (``scheduler.execs.exec_host``, exl61)."""
+
+FLAG_OF_FIELD = {LEAVE_OUT_ATTEMPT: "leave out --attempt to run in it", LEAVE_OUT_RANK: "leave out --rank"}
 """The server's words naming an API field → the CLI's, naming the flag the person typed (as
 ``fairway_cli.cli.MISSING_WORDS`` names ``-M`` for ``min_runtime``)."""
 

@@ -8,6 +8,7 @@ WHEEL_NAME=@@WHEEL_NAME@@
 AGENT_VERSION=@@AGENT_VERSION@@
 
 TOKEN="${FAIRWAY_JOIN_TOKEN:-}"
+TOKEN_FILE=""
 HOST_NAME=""
 GPU_BACKEND="nvml"
 GPUS=""
@@ -30,14 +31,17 @@ usage() {
     cat <<'USAGE'
 Fairway agent installer (served by the Fairway server at /agent/install.sh).
 
-  curl -fsSL SERVER/agent/install.sh | sudo FAIRWAY_JOIN_TOKEN=fwj_... bash -s -- [OPTIONS]
-  bash install.sh --token fwj_... [--server URL] [--host-name NAME] [--gpu-backend nvml|fake]
+  curl -fsSL SERVER/agent/install.sh | FAIRWAY_JOIN_TOKEN=fwj_... bash -s -- [OPTIONS]    (as root)
+  curl -fsSL SERVER/agent/install.sh | sudo bash -s -- --token-file FILE [OPTIONS]
+  bash install.sh --token-file FILE [--server URL] [--host-name NAME] [--gpu-backend nvml|fake]
                   [--gpus N --model M] [--runtime process|docker] [--docker-url URL] [--label KEY=VALUE]...
                   [--no-systemd] [--prefix DIR] [--python PYTHON]
   bash install.sh --uninstall [--purge] [--no-systemd] [--prefix DIR]
   bash install.sh --print-unit [--runtime R] [--docker-url URL] [--prefix DIR]
 
-Installs the agent into its own virtualenv, exchanges the single-use join token for a host token
+Installs the agent into its own virtualenv, exchanges the single-use join token (FAIRWAY_JOIN_TOKEN
+in its environment, or the first line of FILE; never an argument: every user of the host reads the
+command lines of its processes) for a host token
 (`fairway-agent join`), writes a config readable only by its owner and a systemd unit, then
 enables and (re)starts the agent. Idempotent: run again to upgrade; an existing config is kept
 (the host does not join twice). --no-systemd starts the agent in the background instead
@@ -54,10 +58,19 @@ for a --docker-url on podman's socket; --print-unit prints it and exits, install
 USAGE
 }
 
+# iso61: `--token fwj_...` was this script's own example, and its value sat in the process list
+# (/proc/PID/cmdline, ps: every local user) for the minutes the install ran; whoever joined with
+# it first got a host token, and with it other people's workloads and their secrets.
+token_in_argv() {
+    echo "install.sh: --token puts the join token in this host's process list, where every local user reads it while the install runs: give it as FAIRWAY_JOIN_TOKEN=fwj_... in the environment (as root: curl ... | FAIRWAY_JOIN_TOKEN=fwj_... bash -s --) or in a file, --token-file FILE; revoke this one where others use this host (admin: Join tokens)" >&2
+    exit 2
+}
+
 while [ $# -gt 0 ]; do
     case "$1" in
-        --token) need "$@"; TOKEN="$2"; shift 2 ;;
-        --token=*) TOKEN="${1#*=}"; shift ;;
+        --token|--token=*) token_in_argv ;;
+        --token-file) need "$@"; TOKEN_FILE="$2"; shift 2 ;;
+        --token-file=*) TOKEN_FILE="${1#*=}"; shift ;;
         --server) need "$@"; SERVER_URL="$2"; shift 2 ;;
         --host-name) need "$@"; HOST_NAME="$2"; shift 2 ;;
         --gpu-backend) need "$@"; GPU_BACKEND="$2"; shift 2 ;;
@@ -76,6 +89,14 @@ while [ $# -gt 0 ]; do
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
+
+if [ -n "$TOKEN_FILE" ]; then
+    [ -f "$TOKEN_FILE" ] && [ -r "$TOKEN_FILE" ] || die "cannot read the join token from $TOKEN_FILE"
+    line=""
+    IFS= read -r line <"$TOKEN_FILE" || true
+    TOKEN="${line//[[:space:]]/}"
+    [ -n "$TOKEN" ] || die "$TOKEN_FILE holds no join token"
+fi
 
 SERVER_URL="${SERVER_URL%/}"  # --server https://host/ asked //agent/… of it
 if [ -n "$PREFIX" ]; then
@@ -207,7 +228,7 @@ command -v "$PYTHON" >/dev/null || die "$PYTHON not found: the agent needs Pytho
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || die "$PYTHON lacks venv/ensurepip (Debian: apt-get install python3-venv)"
 # A first install needs a join token: say so before downloading or creating anything.
 { [ -s "$CONFIG" ] && grep -q '^token:' "$CONFIG"; } || [ -n "$TOKEN" ] \
-    || die "a join token is required: --token fwj_... or FAIRWAY_JOIN_TOKEN (manage.py create_join_token)"
+    || die "a join token is required: --token-file FILE or FAIRWAY_JOIN_TOKEN (manage.py create_join_token)"
 
 umask 022
 mkdir -p "$STATE" "$RUN" "$(dirname "$VENV")"
@@ -235,13 +256,13 @@ say "installing the agent into $VENV"
 # pip's own "No matching distribution found for websockets" left an air-gapped host's operator
 # without the way out (tryout36): the server serves the agent's wheel, not its dependencies.
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DOWNLOAD/$WHEEL_NAME" \
-    || die "pip could not install the agent's dependencies ($(wheel_requires "$DOWNLOAD/$WHEEL_NAME")): this host needs a package index (PIP_INDEX_URL) or a directory of their wheels (PIP_FIND_LINKS=DIR PIP_NO_INDEX=1; through sudo: sudo PIP_FIND_LINKS=DIR PIP_NO_INDEX=1 FAIRWAY_JOIN_TOKEN=... bash)"
+    || die "pip could not install the agent's dependencies ($(wheel_requires "$DOWNLOAD/$WHEEL_NAME")): this host needs a package index (PIP_INDEX_URL) or a directory of their wheels (PIP_FIND_LINKS=DIR PIP_NO_INDEX=1; through sudo: sudo PIP_FIND_LINKS=DIR PIP_NO_INDEX=1 bash -s -- --token-file FILE)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$DOWNLOAD/$WHEEL_NAME"
 
 if [ -s "$CONFIG" ] && grep -q '^token:' "$CONFIG"; then
     say "keeping the existing config $CONFIG (already joined)"
 else
-    [ -n "$TOKEN" ] || die "a join token is required: --token fwj_... or FAIRWAY_JOIN_TOKEN (manage.py create_join_token)"
+    [ -n "$TOKEN" ] || die "a join token is required: --token-file FILE or FAIRWAY_JOIN_TOKEN (manage.py create_join_token)"
     JOIN_ARGS=(--server "$SERVER_URL" --config "$CONFIG" --state-dir "$STATE" --gpu-backend "$GPU_BACKEND" --runtime "$RUNTIME")
     [ -z "$HOST_NAME" ] || JOIN_ARGS+=(--host-name "$HOST_NAME")
     [ -z "$GPUS" ] || JOIN_ARGS+=(--gpus "$GPUS")

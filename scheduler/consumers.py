@@ -516,6 +516,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
             return
         self.host = host
         self.generation = host.link_generation
+        # this connection's message ids start past those of the host's connections before it: an
+        # agent older than brk61 answers a command of its previous connection (an exec runs up to
+        # 600 s) on this one under its old id, which must name no request here (another person's)
+        self.seq = (self.generation % (1 << 30)) << 32
         self.group = gateway.host_group(host.pk)
         async with gateway.hub().layer_slots:  # not hundreds of Redis connections opened at once
             await self.channel_layer.group_add(self.group, self.channel_name)
@@ -687,13 +691,16 @@ class AgentConsumer(AsyncWebsocketConsumer):
         else:
             await self._shut(CLOSE_SUPERSEDED, "no longer the host's live connection")
 
-    async def send_msg(self, msg: protocol.Message) -> None:
-        """Encode and send ``msg`` with this connection's next sequence number."""
+    async def send_msg(self, msg: protocol.Message, seq: int | None = None) -> None:
+        """Encode and send ``msg`` with this connection's next sequence number (or ``seq``, one
+        taken before: :meth:`exec_tty_open`)."""
         if self.closing or self.socket_closed:
             return
-        self.seq += 1
+        if seq is None:
+            self.seq += 1
+            seq = self.seq
         try:
-            text = protocol.encode(type(msg)(**{**_fields(msg), "id": self.seq}))
+            text = protocol.encode(type(msg)(**{**_fields(msg), "id": seq}))
         except protocol.ProtocolError as exc:
             logger.error("not sending invalid %s to %s: %s", msg.TYPE, self.host, exc)
             return
@@ -1051,10 +1058,13 @@ class AgentConsumer(AsyncWebsocketConsumer):
         except protocol.ProtocolError as exc:
             await self.channel_layer.send(reader, {"type": "exec.tty.end", "error": "exec_failed", "message": str(exc)})
             return
-        ref = self.seq + 1  # send_msg gives the message the next id; the agent's answers name it
+        # the message's id, the agent's answers name it: taken now, as the reader is told it before
+        # it is sent (its output must not come first) and other tasks send meanwhile (brk61)
+        self.seq += 1
+        ref = self.seq
         self.tty_sessions[ref] = reader
         await self.channel_layer.send(reader, {"type": "exec.tty.opened", "agent": self.channel_name, "ref": ref})
-        await self.send_msg(msg)
+        await self.send_msg(msg, seq=ref)
 
     async def exec_tty_input(self, event: dict[str, Any]) -> None:
         if int(event["ref"]) in self.tty_sessions:
@@ -1071,9 +1081,15 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self.send_msg(msg)
 
     async def exec_tty_close(self, event: dict[str, Any]) -> None:
-        """The reader left: the agent ends the session (its ``exec_result`` then goes nowhere)."""
-        if self.tty_sessions.pop(int(event["ref"]), None) is not None:
-            await self.send_msg(protocol.ExecClose(ref=int(event["ref"])))
+        """The reader left: the agent ends the session (its ``exec_result`` then goes nowhere).
+        Without ``ref`` (to the host's group: the reader left before it was told the session's id),
+        the session of the reader ``reply_to``, if this connection holds it (brk61)."""
+        if "ref" in event:
+            ref: int | None = int(event["ref"])
+        else:
+            ref = next((r for r, reader in self.tty_sessions.items() if reader == event.get("reply_to")), None)
+        if ref is not None and self.tty_sessions.pop(ref, None) is not None:
+            await self.send_msg(protocol.ExecClose(ref=ref))
 
     async def desired_state(self, event: dict[str, Any]) -> None:
         """Group event ``desired.state``: the database changed for the hosts it names

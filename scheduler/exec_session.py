@@ -12,15 +12,25 @@ input, resizes, acknowledgements and the close go to that channel, output and th
 Frames, client → server: the first, text, ``{"workload", "attempt", "command", "tty": true,
 "rows", "cols"}``; then binary frames of input (bytes for the terminal) and text frames
 ``{"type": "resize", "rows", "cols"}``. Server → client: text ``{"type": "started", "attempt",
-"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` last (then
-close 1000), or ``{"type": "error", "code", "message"}`` and close 4000 + the API's status.
+"host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` (and
+``message``: why the agent ended it) last (then close 1000), or ``{"type": "error", "code",
+"message"}`` and close 4000 + the API's status.
 
 Flow control: the agent sends at most ``EXEC_TTY_WINDOW`` bytes (and ``EXEC_TTY_WINDOW_CHUNKS``
 messages) of output ahead of the acknowledgements this connection sends once each is written to
 the reader's socket (uvicorn's send waits while the socket's buffer is full), so a reader that does
 not read holds that much, never more. The reader leaving closes the session (the agent hangs its
 terminal up and kills its process tree); the attempt ending, the agent's connection ending and
-``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too.
+``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too, as does its token's end (a
+logout, the user's deactivation; checked every :data:`TOKEN_RECHECK_S`).
+
+A reader gone without a word (exl61): an idle one's socket is closed by the web process's keepalive
+(uvicorn's pings, ``scheduler.management.commands.serve``: within 3 minutes); one whose socket's
+buffers are full never answers, and the keepalive's close waits on those buffers, so a send that
+waited :data:`READER_STALL_S` ends the session. A web process holds at most
+``FAIRWAY_EXEC_MAX_SESSIONS`` sessions, one person at most half (:func:`agent.protocol.one_persons_share`);
+``fairway port-forward``'s connections (:mod:`scheduler.port_forward`) count in the same, and share
+the token's recheck, the stalled reader's end and the abandon of one whose id had not come.
 """
 
 from __future__ import annotations
@@ -36,17 +46,64 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from agent.protocol import EXEC_CHUNK_BYTES
+from agent.protocol import EXEC_CHUNK_BYTES, one_persons_share
 from config.errors import ServiceError
 from scheduler import execs, gateway
 from scheduler.gateway import agent_db
+from scheduler.management.commands.serve import WS_PING_INTERVAL_S, WS_PING_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
 
 OPEN_WAIT_S = 10.0
 """How long a session waits for the agent's connection to take it before ``host_offline``."""
+TOKEN_RECHECK_S = 60.0
+"""How often a session's token is checked again: a logout (its token deleted), an expiry or the
+user's deactivation ends the session within this (brk61: it went on until the idle timeout)."""
 MAX_FRAME_BYTES = 64 * 1024
 """Largest input frame taken (a terminal's input comes a few bytes at a time)."""
+READER_STALL_S = WS_PING_INTERVAL_S + WS_PING_TIMEOUT_S
+"""How long a send of output to the reader may wait (its socket's buffers full) before the session
+ends: the keepalive's bound on an idle reader gone (180 s), so an abandoned session ends within it
+either way."""
+
+_held: dict[int, int] = {}
+"""Sessions and forwarded connections this web process holds, by user (``FAIRWAY_EXEC_MAX_SESSIONS``)."""
+
+
+def sessions_held() -> int:
+    """Interactive sessions and forwarded connections this web process holds now."""
+    return sum(_held.values())
+
+
+def _take_session(user_id: int) -> None:
+    """Count a session (or forwarded connection, one count) of ``user_id``'s: 429 ``exec_busy``
+    past ``FAIRWAY_EXEC_MAX_SESSIONS`` or, of them, one person's share (as the one-shot commands'
+    slots, ``scheduler.execs``)."""
+    cap = int(settings.FAIRWAY_EXEC_MAX_SESSIONS)
+    mine = _held.get(user_id, 0)
+    if mine >= one_persons_share(cap):
+        raise ServiceError(
+            "exec_busy",
+            None,
+            f"You hold {mine} interactive session(s) and forwarded connection(s) on this server already, "
+            "as many as one person may at once; "
+            "try again when one has ended.",
+            status=429,
+        )
+    if sessions_held() >= cap:
+        raise ServiceError(
+            "exec_busy",
+            None,
+            f"This server holds {cap} interactive session(s) and forwarded connection(s), as many as it may at once; "
+            "try again shortly.",
+            status=429,
+        )
+    _held[user_id] = mine + 1
+
+
+def _give_back_session(user_id: int) -> None:
+    if (left := _held.pop(user_id, 1) - 1) > 0:
+        _held[user_id] = left
 
 
 @agent_db
@@ -71,11 +128,20 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
     (``/ws/port-forward/``, :mod:`scheduler.port_forward`) share: the token, the first frame's
     checks (:meth:`check`), the open through the host's group (:meth:`open_event`), the agent's
     connection taking it (``exec.tty.opened``) or not (``host_offline``), refusals, the relay to
-    that connection, the close when the reader leaves, the end (``exec.tty.end``)."""
+    that connection, the close when the reader leaves, the end (``exec.tty.end``); and what ends
+    either early: its token's end (:meth:`_recheck_token`), a reader gone or stalled
+    (:meth:`_to_reader`), one left before its id came (:meth:`_abandon`). Both count in
+    ``FAIRWAY_EXEC_MAX_SESSIONS`` (one count: what it bounds is this process's websockets to
+    attempts, the same for each; a forwarded connection's checks-only frame is not counted)."""
+
+    WHAT = "interactive session"
+    """What it is, in logs and refusals."""
+    NOUN = "session"
 
     async def check(self, data: Any) -> Any:
-        """The first frame checked for ``self.user``: a target with ``host_id``, ``host_name``,
-        ``number`` (the attempt's) and ``wire_id``; ServiceError otherwise."""
+        """The first frame checked for ``self.user``: a target with ``host_id``, ``host_name``
+        (its gang member's), ``number`` (the attempt's), ``wire_id`` and ``workload_id``;
+        ServiceError otherwise."""
         raise NotImplementedError
 
     def open_event(self, target: Any) -> dict[str, Any]:
@@ -97,7 +163,8 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
     def agent_refusal(self, error: str, message: str) -> ServiceError:
         """The refusal of an ``error`` the agent answered (or ``host_offline``: no answer)."""
         assert self.target is not None  # noqa: S101 -- only once it was asked for
-        return execs.agent_refusal(error, message, self.target.host_name, self.target.number)
+        target = self.target
+        return execs.agent_refusal(error, message, target.host_name, target.number, target.workload_id)
 
     async def connect(self) -> None:
         self.user: Any = None
@@ -106,7 +173,10 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
         self.ref = 0
         self.ended = False
         self.opening = False
+        self.counted = False  # holds one of FAIRWAY_EXEC_MAX_SESSIONS
+        self.taken = False  # the agent's connection told this one the session's id (or ended it)
         self.open_timer: asyncio.TimerHandle | None = None
+        self.recheck: asyncio.Task[None] | None = None
         await self.accept()
         try:
             self.user = await _token_user(_authorization(self.scope))
@@ -128,6 +198,7 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
         if self.ended:
             return
         self.ended = True
+        self._release()
         with contextlib.suppress(Exception):
             await self.send(text_data=json.dumps({"type": "error", "code": exc.code, "message": exc.message}))
             await self.close(code=4000 + exc.status)
@@ -149,20 +220,45 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
         except ValueError:
             data = None
         try:
-            self.target = await self.check(data)
+            target = await self.check(data)
         except ServiceError as exc:
             await self.refuse(exc)
             return
-        if await self.checked_only(self.target):
+        if await self.checked_only(target):  # nothing opened: not counted, nothing to abandon
             return
-        event = {**self.open_event(self.target), "reply_to": self.channel_name}
-        await self.channel_layer.group_send(gateway.host_group(self.target.host_id), event)
+        try:
+            _take_session(self.user.pk)
+        except ServiceError as exc:
+            await self.refuse(exc)
+            return
+        self.counted = True
+        self.target = target  # asked for from here on (a refused one has nothing to abandon)
+        event = {**self.open_event(target), "reply_to": self.channel_name}
+        await self.channel_layer.group_send(gateway.host_group(target.host_id), event)
         loop = asyncio.get_running_loop()
         self.open_timer = loop.call_later(OPEN_WAIT_S, lambda: loop.create_task(self._not_taken()))
 
     async def _not_taken(self) -> None:
         if self.agent is None and self.target is not None:
+            await self._abandon()
             await self._end_with_agent_error("host_offline", "")
+
+    def _release(self) -> None:
+        if self.counted:
+            self.counted = False
+            _give_back_session(self.user.pk)
+
+    async def _abandon(self) -> None:
+        """The session asked for is not wanted any more, and its id is not known here yet: the
+        agent's connection that takes it (the close follows the open in the host's group) closes
+        the one of this reader (brk61: its command ran on to the idle timeout)."""
+        if self.target is None or self.taken:
+            return
+        self.taken = True
+        with contextlib.suppress(Exception):
+            await self.channel_layer.group_send(
+                gateway.host_group(self.target.host_id), {"type": "exec.tty.close", "reply_to": self.channel_name}
+            )
 
     async def _end_with(self, code: str, message: str, status: int) -> None:
         await self._close_session()
@@ -187,18 +283,36 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
             await self._to_agent({"type": "exec.tty.close"})
             self.agent = None
 
+    async def _recheck_token(self) -> None:
+        """Check the session's token every :data:`TOKEN_RECHECK_S` while it lasts; one no longer
+        valid ends it with the API's refusal (close 4401)."""
+        while not self.ended:
+            await asyncio.sleep(TOKEN_RECHECK_S)
+            try:
+                await _token_user(_authorization(self.scope))
+            except ServiceError as exc:
+                if not self.ended:
+                    await self._end_with(exc.code, f"{exc.message} The {self.NOUN} was ended.", exc.status)
+                return
+            except Exception:  # noqa: BLE001 -- the database out of reach: the session goes on
+                logger.warning("%s: its token could not be checked again", self.WHAT, exc_info=True)
+
     async def disconnect(self, code: int) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
+        if self.recheck is not None:
+            self.recheck.cancel()
         await self._close_session()  # the agent hangs the terminal up, kills its process tree
+        await self._abandon()  # one whose id did not come yet
         self.ended = True
+        self._release()
 
     # --- from the agent's connection (scheduler.consumers.AgentConsumer) ---
 
     async def exec_tty_opened(self, event: dict[str, Any]) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
-        self.agent, self.ref = str(event["agent"]), int(event["ref"])
+        self.agent, self.ref, self.taken = str(event["agent"]), int(event["ref"]), True
         if self.ended:  # the reader left meanwhile
             ended, self.ended = self.ended, False
             await self._close_session()
@@ -206,12 +320,33 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
             return
         assert self.target is not None  # noqa: S101 -- asked for by _open
         started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
-        await self.send(text_data=json.dumps(started))
+        if await self._to_reader(text_data=json.dumps(started)):
+            self.recheck = asyncio.get_running_loop().create_task(self._recheck_token())
+
+    async def _to_reader(self, text_data: str | None = None, bytes_data: bytes | None = None) -> bool:
+        """Send a frame to the reader (waiting while its socket's buffer is full); one whose socket
+        went meanwhile (uvicorn raises ClientDisconnected before the consumer is told of it; brk61,
+        exl61: the exception ended the consumer unclosed, the command ran on to the idle timeout)
+        or that took nothing for :data:`READER_STALL_S` (a reader gone without a word, its buffers
+        full) ends the session here and on its host."""
+        try:
+            await asyncio.wait_for(self.send(text_data=text_data, bytes_data=bytes_data), READER_STALL_S)
+        except Exception as exc:
+            why = f"took nothing for {READER_STALL_S:g} s" if isinstance(exc, TimeoutError) else "left"
+            wire_id = self.target and self.target.wire_id
+            logger.info("%s of attempt %s ended: its reader %s", self.WHAT, wire_id, why)
+            await self._close_session()
+            self.ended = True
+            self._release()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.close(code=1011), 1)
+            return False
+        return True
 
     async def exec_tty_end(self, event: dict[str, Any]) -> None:
         if self.open_timer is not None:
             self.open_timer.cancel()
-        self.agent = None  # the agent's session is over: nothing more to close there
+        self.agent, self.taken = None, True  # the agent's session is over: nothing more to close there
         if self.ended:
             return
         if event.get("error"):
@@ -221,8 +356,12 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
             await self._end_with_agent_error("exec_failed", str(event.get("message") or "the command did not run"))
             return
         self.ended = True
+        self._release()
+        done = self.done_frame(event)
+        if event.get("message"):  # why the agent ended it (brk61: a paste it did not read, unsaid)
+            done["message"] = str(event["message"])
         with contextlib.suppress(Exception):
-            await self.send(text_data=json.dumps(self.done_frame(event)))
+            await self.send(text_data=json.dumps(done))
             await self.close(code=1000)
 
 
@@ -263,7 +402,7 @@ class ExecSessionConsumer(AttemptStreamConsumer):
             if control.get("type") != "resize":
                 raise ValueError(control.get("type"))
             rows, cols = int(control["rows"]), int(control["cols"])
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # brk61: rows Infinity
             return  # not one we know: ignored, as a terminal ignores an unknown escape
         if 1 <= rows <= 4096 and 1 <= cols <= 4096:
             await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
@@ -272,5 +411,6 @@ class ExecSessionConsumer(AttemptStreamConsumer):
         if self.ended:
             return
         data = str(event["data"]).encode()
-        await self.send(bytes_data=data)  # waits while the reader's socket buffer is full
+        if not await self._to_reader(bytes_data=data):  # waits while the reader's socket buffer is full
+            return
         await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})

@@ -2,7 +2,8 @@
 --jobid=ID --overlap``, ``kubectl exec POD -- CMD``; docs/jobs.md, "Run a command in a running
 workload").
 
-The API asks the agent of the attempt's first (rank 0) host through the channel layer
+The API asks the agent of the attempt's first (rank 0) host, or of the gang member ``rank`` asked
+for (:func:`exec_host`), through the channel layer
 (:func:`scheduler.gateway.request_exec`); the agent runs the command in the attempt's containment
 (agent/runtime: its owner's identity, cgroup, namespaces and environment, secrets included) and
 answers its exit code and output. Only the workload's owner may: the command runs as the owner,
@@ -19,7 +20,7 @@ from django.conf import settings
 
 from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode, one_persons_share
 from config.errors import ServiceError
-from fairway_cli.words import HOLD_WORDS, LEAVE_OUT_ATTEMPT
+from fairway_cli.words import COMMAND_TOO_LONG, HOLD_WORDS, LEAVE_OUT_ATTEMPT, LEAVE_OUT_RANK
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
 from scheduler.services import already_final_words, command_problem
@@ -28,6 +29,12 @@ EXEC_DEFAULT_TIMEOUT_S = 60
 EXEC_FORBIDDEN = (
     "Only the workload's owner may run a command in it: the command runs as the owner, with the owner's secrets."
 )
+READOPTED_WORDS = (
+    "Attempt {number} was started before its agent on host {host} restarted: its environment, secrets "
+    "included, was kept only in the memory of the agent that started it (never on disk), so no command can "
+    "run in it. Commands run again in the workload's next attempt; meanwhile its output is in fairway logs {pk}."
+)
+"""The refusal of a command in an attempt its agent re-adopted after a restart (docs/jobs.md, exl61)."""
 AGENT_TOO_OLD = "The agent of host {host} is older than fairway exec: it must be upgraded to run commands in attempts."
 
 
@@ -68,13 +75,22 @@ def _refuse(code: str, message: str, status: int, field: str | None = None) -> S
     return ServiceError(code, field, message, status=status)
 
 
-def exec_arguments(data: Any) -> tuple[list[str], int, int | None]:
+def _rank(data: dict[str, Any]) -> int:
+    """``rank`` of a body or first frame: a gang member's node rank (0, 1, ...), default 0."""
+    rank = data.get("rank", 0)
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise _refuse("invalid_rank", "The rank is a gang member's node rank (0, 1, ...).", 400, "rank")
+    return rank
+
+
+def exec_arguments(data: Any) -> tuple[list[str], int, int | None, int]:
     """The body of ``POST workloads/{id}/exec/`` checked: ``command`` (a submission's rule,
-    :func:`scheduler.services.command_problem`), ``timeout`` (seconds, 1..600, default 60) and
-    ``attempt`` (a number, or null: the latest). 400 in the API's format otherwise."""
+    :func:`scheduler.services.command_problem`), ``timeout`` (seconds, 1..600, default 60),
+    ``attempt`` (a number, or null: the latest) and ``rank`` (a gang member's, default 0). 400 in
+    the API's format otherwise."""
     if not isinstance(data, dict):
         raise _refuse("invalid", 'The body is a JSON object: {"command": [...]}.', 400, "non_field_errors")
-    unknown = sorted(set(data) - {"command", "timeout", "attempt"})
+    unknown = sorted(set(data) - {"command", "timeout", "attempt", "rank"})
     if unknown:
         raise _refuse("unknown_field", f"Unknown field(s): {', '.join(unknown)}.", 400, unknown[0])
     command = data.get("command")
@@ -86,11 +102,12 @@ def exec_arguments(data: Any) -> tuple[list[str], int, int | None]:
     number = data.get("attempt")
     if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
         raise _refuse("invalid_attempt", "The attempt is its number (1, 2, ...).", 400, "attempt")
+    rank = _rank(data)
     try:  # what travels to the agent in one frame (multi-byte characters: 64 KiB of them may not)
         encode(Exec(attempt_id=1, command=list(command), timeout_s=timeout, max_output=EXEC_MAX_OUTPUT))
     except ProtocolError:
-        raise _refuse("invalid_command", "The command is too long to send to its host.", 400, "command") from None
-    return list(command), timeout, number
+        raise _refuse("invalid_command", COMMAND_TOO_LONG, 400, "command") from None
+    return list(command), timeout, number, rank
 
 
 def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None, number: int | None) -> str:
@@ -125,10 +142,38 @@ def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None
     )
 
 
-def exec_target(user: Any, workload: Workload, number: int | None) -> Attempt:
+def exec_host(attempt: Attempt, rank: int = 0) -> Host:
+    """The host of ``attempt``'s gang member ``rank`` (0: its first host, ``Attempt.host``; a
+    gang's parts share its wire id, so each member's agent knows it by the same id): 400
+    ``invalid_rank`` naming the valid range past its members, 409 ``host_offline``."""
+    hosts = [attempt.host]
+    if rank:
+        links = attempt.gpu_links.select_related("gpu__host").order_by("rank")
+        by_rank = {link.rank: link.gpu.host for link in links}
+        hosts = [by_rank[r] for r in sorted(by_rank)] or hosts
+        if rank >= len(hosts):
+            span = (
+                f"one host: its rank is 0 ({LEAVE_OUT_RANK})"
+                if len(hosts) == 1
+                else f"{len(hosts)} hosts: rank 0 to {len(hosts) - 1}"
+            )
+            raise _refuse(
+                "invalid_rank",
+                f"Attempt {attempt.number} of workload {attempt.workload_id} runs on {span}.",
+                400,
+                "rank",
+            )
+    host = hosts[rank]
+    if host.removed_at is not None or host.state == Host.State.OFFLINE:
+        raise _refuse("host_offline", f"Host {host.name} of attempt {attempt.number} is offline.", 409)
+    return host
+
+
+def exec_target(user: Any, workload: Workload, number: int | None, rank: int = 0) -> Attempt:
     """The running attempt (``number``, or the latest) of ``workload`` that its owner ``user`` may
-    run a command in, its host selected: 403 ``forbidden`` for anyone else, 409 ``not_running``
-    (no such attempt running: the agent's confirmed start and no end), ``host_offline``."""
+    run a command in, on its gang member ``rank``'s host (:func:`exec_host`): 403 ``forbidden`` for
+    anyone else, 409 ``not_running`` (no such attempt running: the agent's confirmed start and no
+    end), ``host_offline``; 400 ``invalid_rank``."""
     if workload.owner_id != user.pk:
         # try59: said nobody what to do: the owner may run it (whose name every list shows)
         raise _refuse(
@@ -138,21 +183,22 @@ def exec_target(user: Any, workload: Workload, number: int | None) -> Attempt:
     attempt = (attempts.filter(number=number) if number is not None else attempts.order_by("-number")).first()
     if attempt is None or attempt.started_at is None or attempt.ended_at is not None:
         raise _refuse("not_running", not_running_words(workload, attempts, attempt, number), 409)
-    host = attempt.host
-    if host.removed_at is not None or host.state == Host.State.OFFLINE:
-        raise _refuse("host_offline", f"Host {host.name} of attempt {attempt.number} is offline.", 409)
+    exec_host(attempt, rank)
     return attempt
 
 
-def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, number: int | None) -> ExecAnswer:
-    """Run ``command`` in ``workload``'s running attempt (``number``, or its latest) for its owner
-    ``user``: 403 ``forbidden`` for anyone else; 409 ``not_running`` (no such attempt running: the
-    agent's confirmed start and no end), ``host_offline`` (its agent is not connected),
-    ``agent_too_old``, ``exec_failed`` (the attempt's containment could not be entered, or the
-    agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the channel layer failed:
+def do_exec(
+    user: Any, workload: Workload, command: list[str], timeout: int, number: int | None, rank: int = 0
+) -> ExecAnswer:
+    """Run ``command`` in ``workload``'s running attempt (``number``, or its latest) on its gang
+    member ``rank``'s host for its owner ``user``: 400 ``invalid_rank``; 403 ``forbidden`` for
+    anyone else; 409 ``not_running`` (no such attempt running: the agent's confirmed start and no
+    end), ``host_offline`` (its agent is not connected), ``agent_too_old``, ``exec_readopted`` (its
+    agent restarted since the start), ``exec_failed`` (the attempt's containment could not be
+    entered, or the agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the channel layer failed:
     nothing was sent); 504 ``exec_timeout`` (no answer within the timeout and a few seconds)."""
-    attempt = exec_target(user, workload, number)
-    host = attempt.host
+    attempt = exec_target(user, workload, number, rank)
+    host = exec_host(attempt, rank)
     global _in_flight
     with _in_flight_lock:
         mine = _in_flight_by_user.get(user.pk, 0)
@@ -183,12 +229,14 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
             bool(reply.get("truncated")),
             bool(reply.get("timed_out")),
         )
-    raise agent_refusal(str(error), str(reply.get("message") or ""), host.name, attempt.number)
+    raise agent_refusal(str(error), str(reply.get("message") or ""), host.name, attempt.number, workload.pk)
 
 
-def agent_refusal(error: str, message: str, host_name: str, number: int) -> ServiceError:
+def agent_refusal(error: str, message: str, host_name: str, number: int, workload_id: int = 0) -> ServiceError:
     """The refusal of a command (one-shot or interactive) its agent answered ``error`` to, or
     that got no answer: the API's codes and words."""
+    if error == "exec_readopted":  # exl61: said the wire id, and nothing of what to do
+        return _refuse("exec_readopted", READOPTED_WORDS.format(number=number, host=host_name, pk=workload_id), 409)
     if error == "exec_timeout":
         return _refuse("exec_timeout", f"The agent of host {host_name} did not answer in time ({message}).", 504)
     if error == "unavailable":
@@ -232,6 +280,7 @@ class TtyTarget:
     command: list[str]
     rows: int
     cols: int
+    workload_id: int = 0
 
 
 def token_user(header: str) -> Any:
@@ -258,10 +307,11 @@ def _tty_size(data: dict[str, Any], name: str, default: int) -> int:
     return value
 
 
-def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[int, int | None]:
+def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[int, int | None, int]:
     """What a websocket's first frame (``/ws/exec/``, ``/ws/port-forward/``) shares, checked: the
     throttle (429 ``throttled``: it counts in ``FAIRWAY_THROTTLE_EXEC``), a JSON object of
-    ``fields`` only, ``workload`` (an id) and ``attempt`` (a number, or null: the latest)."""
+    ``fields`` (and ``rank``) only, ``workload`` (an id), ``attempt`` (a number, or null: the
+    latest) and ``rank`` (a gang member's, default 0)."""
     from types import SimpleNamespace
 
     from config.throttling import ExecRateThrottle
@@ -272,7 +322,7 @@ def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[
         raise _refuse("throttled", f"Request was throttled. Expected available in {wait} seconds.", 429)
     if not isinstance(data, dict):
         raise _refuse("invalid", f"The first frame is a JSON object: {example}.", 400)
-    unknown = sorted(set(data) - fields)
+    unknown = sorted(set(data) - fields - {"rank"})
     if unknown:
         raise _refuse("unknown_field", f"Unknown field(s): {', '.join(unknown)}.", 400, unknown[0])
     pk = data.get("workload")
@@ -281,27 +331,28 @@ def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[
     number = data.get("attempt")
     if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
         raise _refuse("invalid_attempt", "The attempt is its number (1, 2, ...).", 400, "attempt")
-    return pk, number
+    return pk, number, _rank(data)
 
 
-def _session_attempt(user: Any, pk: int, number: int | None) -> Attempt:
-    """The running attempt of workload ``pk`` its owner ``user`` opens a session in
-    (:func:`exec_target`); 404 ``not_found``."""
+def _session_attempt(user: Any, pk: int, number: int | None, rank: int) -> tuple[Attempt, Host]:
+    """The running attempt of workload ``pk`` its owner ``user`` opens a session in, and its gang
+    member ``rank``'s host (:func:`exec_target`, :func:`exec_host`); 404 ``not_found``."""
     workload = Workload.objects.filter(pk=pk).select_related("owner").first()
     if workload is None:
         raise _refuse("not_found", f"No workload {pk}.", 404)
-    return exec_target(user, workload, number)
+    attempt = exec_target(user, workload, number, rank)
+    return attempt, exec_host(attempt, rank)
 
 
 def tty_target(user: Any, data: Any) -> TtyTarget:
-    """The first frame of ``/ws/exec/`` (``{"workload", "attempt", "command", "tty": true, "rows",
-    "cols"}``) checked for ``user`` as ``POST workloads/{id}/exec/`` is (its codes: ``forbidden``,
-    ``not_running``, ``host_offline``, ``invalid_command``, ``invalid_attempt``; 404 ``not_found``;
-    429 ``throttled``: the session counts in ``FAIRWAY_THROTTLE_EXEC``)."""
+    """The first frame of ``/ws/exec/`` (``{"workload", "attempt", "rank", "command", "tty": true,
+    "rows", "cols"}``) checked for ``user`` as ``POST workloads/{id}/exec/`` is (its codes: ``forbidden``,
+    ``not_running``, ``host_offline``, ``invalid_command``, ``invalid_attempt``, ``invalid_rank``;
+    404 ``not_found``; 429 ``throttled``: the session counts in ``FAIRWAY_THROTTLE_EXEC``)."""
     from agent.protocol import ExecTty
 
     fields = {"workload", "attempt", "command", "tty", "rows", "cols"}
-    pk, number = _first_frame(user, data, fields, '{"workload": ID, "command": [...]}')
+    pk, number, rank = _first_frame(user, data, fields, '{"workload": ID, "command": [...]}')
     if data.get("tty", True) is not True:
         raise _refuse("invalid_tty", "This websocket opens a terminal (tty: true); without one use POST exec/.", 400)
     command = data.get("command")
@@ -312,9 +363,9 @@ def tty_target(user: Any, data: Any) -> TtyTarget:
     try:
         encode(ExecTty(attempt_id=1, command=list(command), rows=rows, cols=cols, idle_s=1))
     except ProtocolError:
-        raise _refuse("invalid_command", "The command is too long to send to its host.", 400, "command") from None
-    attempt = _session_attempt(user, pk, number)
-    return TtyTarget(attempt.wire_id, attempt.number, attempt.host_id, attempt.host.name, list(command), rows, cols)
+        raise _refuse("invalid_command", COMMAND_TOO_LONG, 400, "command") from None
+    attempt, host = _session_attempt(user, pk, number, rank)
+    return TtyTarget(attempt.wire_id, attempt.number, host.pk, host.name, list(command), rows, cols, pk)
 
 
 # --- forwarded connections (``fairway port-forward``, ``/ws/port-forward/``) ----------------------
@@ -322,27 +373,28 @@ def tty_target(user: Any, data: Any) -> TtyTarget:
 
 @dataclass(frozen=True, slots=True)
 class PortTarget:
-    """Where a forwarded connection goes: the attempt (its wire id and number), its host (primary
-    key and name), the workload's id and the TCP port inside it."""
+    """Where a forwarded connection goes: the attempt (its wire id and number), its gang member's
+    host (primary key and name), the workload's id and the TCP port inside it."""
 
     wire_id: int
     number: int
     host_id: int
     host_name: str
-    workload: int
+    workload_id: int
     port: int
 
 
 def port_target(user: Any, data: Any) -> PortTarget:
-    """The first frame of ``/ws/port-forward/`` (``{"workload", "attempt", "port"}``) checked for
-    ``user`` as an interactive session's is (:func:`tty_target`'s codes and throttle: each forwarded
-    connection counts once in ``FAIRWAY_THROTTLE_EXEC``); ``invalid_port`` outside 1..65535."""
-    pk, number = _first_frame(user, data, {"workload", "attempt", "port"}, '{"workload": ID, "port": 6006}')
+    """The first frame of ``/ws/port-forward/`` (``{"workload", "attempt", "rank", "port"}``)
+    checked for ``user`` as an interactive session's is (:func:`tty_target`'s codes and throttle:
+    each forwarded connection counts once in ``FAIRWAY_THROTTLE_EXEC``; ``rank``: a port of that
+    gang member's part); ``invalid_port`` outside 1..65535."""
+    pk, number, rank = _first_frame(user, data, {"workload", "attempt", "port"}, '{"workload": ID, "port": 6006}')
     port = data.get("port")
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise _refuse("invalid_port", "The port is a whole number, 1 to 65535.", 400, "port")
-    attempt = _session_attempt(user, pk, number)
-    return PortTarget(attempt.wire_id, attempt.number, attempt.host_id, attempt.host.name, pk, port)
+    attempt, host = _session_attempt(user, pk, number, rank)
+    return PortTarget(attempt.wire_id, attempt.number, host.pk, host.name, pk, port)
 
 
 def port_refused_words(port: int, workload: int, why: str) -> str:

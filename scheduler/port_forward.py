@@ -7,7 +7,7 @@ the API's token, the owner only, ``not_running``, ``host_offline``, ``throttled`
 one websocket per forwarded connection. The agent makes the connection from the attempt's
 containment as its owner (``port_open``: docs/isolation.md).
 
-Frames, client → server: the first, text, ``{"workload", "attempt", "port"}`` (with ``"check":
+Frames, client → server: the first, text, ``{"workload", "attempt", "rank", "port"}`` (with ``"check":
 true``: its checks only, answered ``{"type": "checked", "attempt", "host"}``, then close 1000:
 the CLI's word before it listens and once the workload is no longer running); then binary frames
 of the connection's bytes (each at most :data:`~agent.protocol.PORT_CHUNK_BYTES`) and text
@@ -22,7 +22,10 @@ Flow control, both ways as the interactive session's output: at most ``EXEC_TTY_
 ``EXEC_TTY_WINDOW_CHUNKS`` frames ahead of the other side's acknowledgements. A client that sends
 more than that unacknowledged is ended (``input_overflow``), so nothing here or at the agent holds
 more than a window per connection and direction. ``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with
-nothing in or out end it.
+nothing in or out end it; so do its token's end, a reader that took nothing for
+:data:`~scheduler.exec_session.READER_STALL_S`, and ``rank`` (a gang member's node rank, default 0)
+reaches a port of that member's part. Each connection counts in ``FAIRWAY_EXEC_MAX_SESSIONS`` as
+an interactive session does (:class:`~scheduler.exec_session.AttemptStreamConsumer`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ def _port_target(user: Any, data: Any) -> execs.PortTarget:
 
 class PortForwardConsumer(AttemptStreamConsumer):
     """One forwarded connection's websocket at ``/ws/port-forward/`` (module docstring)."""
+
+    WHAT = "forwarded connection"
+    NOUN = "connection"
 
     async def connect(self) -> None:
         self.unacked = 0  # bytes of the client's sent to the agent, not yet written there
@@ -84,7 +90,7 @@ class PortForwardConsumer(AttemptStreamConsumer):
     def agent_refusal(self, error: str, message: str) -> ServiceError:
         target = self.target
         if error == "exec_port_refused" and isinstance(target, execs.PortTarget):
-            words = execs.port_refused_words(target.port, target.workload, message or "connection refused")
+            words = execs.port_refused_words(target.port, target.workload_id, message or "connection refused")
             return ServiceError("port_refused", None, words, status=409)
         refusal = super().agent_refusal(error, message)
         if refusal.code == "exec_failed" and isinstance(target, execs.PortTarget):  # not "the command"
@@ -118,14 +124,15 @@ class PortForwardConsumer(AttemptStreamConsumer):
         if self.ended:
             return
         if event.get("eof"):
-            await self.send(text_data=json.dumps({"type": "eof"}))
+            await self._to_reader(text_data=json.dumps({"type": "eof"}))
             return
         try:
             data = base64.b64decode(str(event["data"]), validate=True)
         except binascii.Error:
             await self._end_with("exec_failed", "The workload's host sent bytes that are not base64.", 409)
             return
-        await self.send(bytes_data=data)  # waits while the reader's socket buffer is full
+        if not await self._to_reader(bytes_data=data):  # waits while the reader's socket buffer is full
+            return
         await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
 
     async def port_ack(self, event: dict[str, Any]) -> None:
@@ -134,4 +141,4 @@ class PortForwardConsumer(AttemptStreamConsumer):
             return
         done, chunks = int(event["bytes"]), int(event["chunks"])
         self.unacked, self.unacked_chunks = max(0, self.unacked - done), max(0, self.unacked_chunks - chunks)
-        await self.send(text_data=json.dumps({"type": "ack", "bytes": done, "chunks": chunks}))
+        await self._to_reader(text_data=json.dumps({"type": "ack", "bytes": done, "chunks": chunks}))

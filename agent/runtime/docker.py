@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,9 @@ from agent.runtime.isolation import (
     IsolationConfig,
     mount_problem,
     out_of_memory_message,
+    stage_dirs_as,
     stop_then_kill_tree,
+    unstage,
 )
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
 
@@ -292,6 +295,10 @@ class DockerRuntime(StoredRuntime):
     # --- lifecycle ------------------------------------------------------------------------------
 
     async def recover(self) -> None:
+        staged = self.store.state_dir / "mounts"  # an agent that died in the middle of a start
+        if staged.is_dir() and not staged.is_symlink():
+            for staging in staged.iterdir():
+                await asyncio.to_thread(unstage, staging)
         for record in self.store.load_all():
             self._records[record.attempt_id] = record
         containers = await asyncio.to_thread(self.client.containers.list, all=True, filters={"label": LABEL_ATTEMPT})
@@ -343,10 +350,29 @@ class DockerRuntime(StoredRuntime):
         if not spec.image:
             self._fail(record, "the docker runtime needs an image")
         ident = await self._identity(record, spec)
+        staging = self.store.state_dir / "mounts" / str(spec.attempt_id)
         if ident.switch:  # the engine binds as root: only where the owner reaches on the host (iso58)
+            who = f"user {ident.user} (uid {ident.uid})"
             for m in spec.mounts:
-                if (problem := mount_problem(m.host_path, ident.uid, {ident.gid, *ident.groups})) is not None:
-                    self._fail(record, f"user {ident.user} (uid {ident.uid}) cannot reach mount {m.name}: {problem}")
+                if (problem := mount_problem(str(m.host_path), ident.uid, {ident.gid, *ident.groups})) is not None:
+                    self._fail(record, f"{who} cannot reach mount {m.name}: {problem}")
+            # ... and what it binds is the directory the owner reached now, not the path looked up
+            # again by the engine as root (iso61: a component swapped for a symlink in between)
+            await asyncio.to_thread(unstage, staging)
+            try:
+                staged = await asyncio.to_thread(stage_dirs_as, ident, [str(m.host_path) for m in spec.mounts], staging)
+            except OSError as exc:
+                name = next((m.name for m in spec.mounts if str(m.host_path) == exc.filename), "")
+                where = f"{exc.filename}: " if exc.filename else ""
+                self._fail(record, f"{who} cannot reach mount {name or 'paths'}: {where}{exc.strerror}")
+            bound = tuple(replace(m, host_path=path) for m, path in zip(spec.mounts, staged, strict=True))
+            spec = replace(spec, mounts=bound)
+        try:
+            return await self._start(record, spec, ident)
+        finally:  # the engine has bound them (or the start failed): its binds hold on without these
+            await asyncio.to_thread(unstage, staging)
+
+    async def _start(self, record: AttemptRecord, spec: AttemptSpec, ident: Identity) -> AttemptRecord:
         self.store.ensure_private()
         run_dir = self.store.run_dir(spec.attempt_id)
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -704,6 +704,25 @@ def landlock_scope_problem() -> str:
     return ""
 
 
+# --- a /proc of the attempt's own (iso61) -----------------------------------------------------------
+
+PRIVATE_PROC_KERNEL = (5, 8)
+"""Linux 5.8 made every proc mount a superblock of its own, with its own ``hidepid``. Before, the
+mounts of one PID namespace shared one, and a proc mounted with ``hidepid`` for an attempt would
+have hidden the processes of the host's own ``/proc`` too (the wrapper's ``hidepid=invisible``,
+5.8's spelling, is refused there anyway, changing nothing)."""
+
+
+def private_proc_problem(release: str | None = None) -> str:
+    """'' when the wrapper can give each attempt a ``/proc`` of its own with ``hidepid=invisible``
+    (docs/isolation.md), else why not."""
+    release = release or os.uname().release
+    found = re.match(r"(\d+)\.(\d+)", release)
+    if found is None or (int(found[1]), int(found[2])) < PRIVATE_PROC_KERNEL:
+        return f"Linux {release} (needs 5.8: a proc mount of its own)"
+    return ""
+
+
 # --- the process-tree fallback ----------------------------------------------------------------------
 
 
@@ -812,6 +831,125 @@ def mount_problem(path: str, uid: int, gids: set[int]) -> str | None:
     gave the container a directory under another owner's 0700 home (iso58; docs/isolation.md). The
     directory itself keeps its own mode in the container, so only the way to it is checked."""
     return access_problem(path, uid, gids, 0)  # want 0: nothing of the directory itself
+
+
+_OPEN_AS_OWNER = """
+import os, socket, sys
+s = socket.socket(fileno=int(sys.argv[1]))
+os.setgroups([int(g) for g in sys.argv[4].split(",") if g])  # the owner's whole identity, for good:
+os.setgid(int(sys.argv[3]))  # started as the agent's user (it may run this interpreter, the owner
+os.setuid(int(sys.argv[2]))  # may not), nothing is looked up before this
+fds = []
+for p in sys.argv[5:]:
+    try:
+        fds.append(os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+    except OSError as exc:
+        s.sendall(b"fail " + os.fsencode(p) + b"\\0" + exc.strerror.encode())
+        sys.exit(1)
+socket.send_fds(s, [b"ok"], fds)
+"""
+
+
+def open_dirs_as(ident: Identity, paths: list[str], timeout_s: float = 30.0) -> list[int]:
+    """``paths`` opened (``O_PATH``, directories) by a child that drops to ``ident`` for good before
+    it looks anything up: each component with the owner's own permissions, symlinks followed as the
+    owner may follow them, at this moment. The descriptors come back over a socket (``SCM_RIGHTS``).
+
+    Raises:
+        OSError: a path the owner cannot reach (``filename``: which one, ``strerror``: why).
+    """
+    import socket
+    import sys
+
+    if not paths:
+        return []
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with ours:
+        try:
+            child = subprocess.Popen(  # noqa: S603 -- this interpreter, a fixed program
+                [sys.executable, "-I", "-c", _OPEN_AS_OWNER, str(theirs.fileno()), str(ident.uid), str(ident.gid),
+                 ",".join(str(g) for g in ident.groups), *paths],
+                pass_fds=(theirs.fileno(),), env={}, cwd="/", stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        finally:
+            theirs.close()
+        ours.settimeout(timeout_s)
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(ours, 4096, len(paths))
+        except OSError:
+            child.kill()
+            raise
+        finally:
+            child.wait()
+    if msg != b"ok" or len(fds) != len(paths):
+        for fd in fds:
+            os.close(fd)
+        path, _, why = msg.removeprefix(b"fail ").partition(b"\0")
+        if not why:
+            raise OSError(errno.EACCES, "the owner's lookup ended without an answer")
+        raise OSError(errno.EACCES, why.decode(errors="replace"), os.fsdecode(path))
+    return fds
+
+
+_MS_BIND, _MS_REC, _MNT_DETACH = 0x1000, 0x4000, 2
+
+
+def _libc_mount_call(name: str, *args: Any) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def stage_dirs_as(ident: Identity, paths: list[str], staging: Path) -> list[Path]:
+    """The directories ``paths`` as ``ident`` reaches them now (:func:`open_dirs_as`), each bound
+    (as root) at ``staging/<n>``: a path of root's own directories, which nobody else can change,
+    for the container engine to bind in their place. The engine binds what it is given as root,
+    following symlinks, after the agent's check: a component of a mount's path that its owner
+    swapped for a symlink in between gave a container a directory under another owner's 0700 home
+    (iso61; docs/isolation.md). :func:`unstage` removes them (the engine's bind of each holds on).
+
+    Raises:
+        OSError: a path the owner cannot reach (``filename`` set), or a bind that failed.
+    """
+    fds = open_dirs_as(ident, paths)
+    made: list[Path] = []
+    try:
+        staging.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        staging.mkdir(mode=0o700)
+        for n, fd in enumerate(fds):
+            target = staging / str(n)
+            target.mkdir(mode=0o700)
+            source = f"/proc/self/fd/{fd}".encode()
+            try:
+                _libc_mount_call("mount", source, os.fsencode(target), None, _MS_BIND | _MS_REC, None)
+            except OSError as exc:  # e.g. an agent without CAP_SYS_ADMIN in its mount namespace
+                raise OSError(exc.errno, f"cannot bind it for the engine: {exc.strerror}", paths[n]) from None
+            made.append(target)
+    except OSError:
+        unstage(staging)
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return made
+
+
+def unstage(staging: Path) -> None:
+    """Unmount and remove what :func:`stage_dirs_as` made under ``staging`` (also what an agent that
+    died in the middle of a start left); never follows a symlink, never removes a mount's files."""
+    if not staging.is_dir() or staging.is_symlink():
+        return
+    for target in staging.iterdir():
+        with contextlib.suppress(OSError):
+            _libc_mount_call("umount2", os.fsencode(target), _MNT_DETACH | 8)  # UMOUNT_NOFOLLOW
+        with contextlib.suppress(OSError):
+            target.rmdir()  # an empty directory once unmounted; else kept (never its files)
+    with contextlib.suppress(OSError):
+        staging.rmdir()
 
 
 def usable_by_others(path: str) -> bool:
@@ -935,6 +1073,7 @@ class Isolation:
     limits: LimitSetup | None = None
     devices: DeviceSetup | None = None
     sockets: str | None = None  # "": abstract unix sockets and signals kept to each attempt (Landlock), else why not
+    proc: str | None = None  # "": each attempt gets a /proc showing only its own processes, else why not
     min_gid: int = 0  # admin-set gids below it need both root consents (config.min_gid, else the host's GID_MIN)
 
     def __post_init__(self) -> None:
@@ -948,6 +1087,8 @@ class Isolation:
             self.devices = detect_devices(self.cgroups)
         if self.sockets is None:
             self.sockets = "the agent is not root" if not self.is_root else landlock_scope_problem()
+        if self.proc is None:
+            self.proc = "the agent is not root" if not self.is_root else private_proc_problem()
 
     @property
     def is_root(self) -> bool:
@@ -1082,6 +1223,7 @@ class Isolation:
             "devices": self.devices.kind,
             "abstract_sockets": "private" if not self.sockets else f"shared ({self.sockets})",
             "signals": "private" if not self.sockets else f"shared ({self.sockets})",
+            "processes": "private" if not self.proc else f"shared ({self.proc})",
             "container_network": self.config.container_network,
             "allow_root": self.config.allow_root,
             "warnings": warnings,
@@ -1103,6 +1245,22 @@ def attempt_env(spec_env: Mapping[str, str], ident: Identity, agent_path: str | 
 
 TMPFS_PRIVATE = ("/tmp", "/dev/shm")  # noqa: S108 -- made private, not used
 """Where each attempt of a root agent gets a fresh tmpfs of its own (docs/isolation.md)."""
+RUN_LOCK = "/run/lock"
+"""The host's lock directory (``/var/lock``): world-writable on Debian and Ubuntu, where each attempt
+then gets a small tmpfs of its own there too (iso61: one owner's attempt read the file another's had
+left there, which stayed on the host after both ended)."""
+
+
+def shared_run_lock(path: str = RUN_LOCK) -> str:
+    """``path`` resolved when it is a world-writable directory (so shared between attempts), else ''."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return ""
+    return real if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o002 else ""
+
+
 PRIVATE_TMP = (*TMPFS_PRIVATE, "/var/tmp")  # noqa: S108 -- made private, not used
 """Where each attempt of a root agent gets a directory of its own: the tmpfs above, and on /var/tmp a
 disk-backed directory of its own (:func:`make_private_var_tmp`)."""

@@ -47,6 +47,7 @@ from agent.runtime.isolation import (
     make_private_var_tmp,
     private_tmp_keep,
     remove_cgroup,
+    shared_run_lock,
     stop_then_kill_tree,
     v1_limit_cgroups,
 )
@@ -146,7 +147,8 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
         keep = as_owner_fs(lambda: [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]])
         stand_in = os.open(hide["stand_in"], os.O_PATH) if hide["nodes"] else -1  # root's, mode 000, empty
         var = os.open(tmp["var"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) if tmp["var"] else -1
-        for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode())):
+        lock = ((tmp["lock"].encode(), b"mode=1777,size=5m"),) if tmp.get("lock") else ()  # as Debian's (iso61)
+        for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode()), *lock):
             check(libc.mount(b"tmpfs", point, b"tmpfs", 2 | 4, opts), f"tmpfs on {point.decode()}")  # nosuid,nodev
         if var >= 0:  # /var/tmp: the attempt's own directory on the host's disk (not memory), bound over it
             at = tmp["var_at"].encode()
@@ -193,6 +195,11 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
                 os.close(stand_in)
         except OSError as e:
             refuse(f"cannot hide the host's other GPUs: {e}")
+        if tmp.get("proc"):  # a proc of its own, hiding what the attempt may not ptrace-read (iso61)
+            try:  # MS_NOSUID|MS_NODEV|MS_NOEXEC; a new instance (Linux 5.8): the host's /proc is untouched
+                check(libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, b"hidepid=invisible"), "proc on /proc")
+            except OSError as e:
+                print(f"fairway: /proc shows the host's other processes ({e})", file=sys.stderr, flush=True)
 elif hide["nodes"]:  # a non-root agent makes no mounts
     print("fairway: the host's other GPUs stay reachable (the agent is not root: no mount namespace)",
           file=sys.stderr, flush=True)
@@ -523,7 +530,8 @@ def private_tmp_payload(
     where (the host's /var/tmp, resolved), and the TMPDIR of the fallback (``tmpdir``)."""
     shm = "mode=1777" + (f",size={spec.shared_memory}" if spec.shared_memory else "")
     var_at = os.path.realpath(var_tmp.parent) if var_tmp is not None else ""
-    roots = (*TMPFS_PRIVATE, var_at) if var_at else TMPFS_PRIVATE
+    lock = shared_run_lock()
+    roots = tuple(r for r in (*TMPFS_PRIVATE, var_at, lock) if r)
     return {
         "keep": private_tmp_keep(keep, roots),
         "shm": shm,
@@ -531,6 +539,7 @@ def private_tmp_payload(
         "var": str(var_tmp / "tmp") if var_tmp is not None else None,
         "var_at": var_at,
         "read_only": [m.host_path for m in spec.mounts if m.read_only],
+        "lock": lock,
     }
 
 
@@ -625,6 +634,14 @@ def _remove_var_tmp(record: AttemptRecord) -> None:
     if record.var_tmp:
         shutil.rmtree(record.var_tmp, ignore_errors=True)
         record.var_tmp = ""
+
+
+def _remove_run_scratch(run_dir: Path) -> None:
+    """Remove the attempt's fallback ``TMPDIR`` (``tmp/``) and the ``HOME`` of an identity without one
+    (``home/``, iso61: caches of GBs stayed in the agent's state dir until the record was forgotten)
+    once its processes are gone (``rmtree`` follows no symlink the workload left there)."""
+    for own in ("tmp", "home"):
+        shutil.rmtree(run_dir / own, ignore_errors=True)
 
 
 def _killpg(pgid: int, sig: signal.Signals) -> None:
@@ -795,6 +812,7 @@ class ProcessRuntime(StoredRuntime):
                 self._fail(record, f"cannot make the private /var/tmp: {exc}")
             record.var_tmp = str(var_tmp or "")  # removed when the attempt ends, or with a failed start
             tmp = private_tmp_payload(spec, keep, tmpdir, var_tmp)
+            tmp["proc"] = not self.isolation.proc  # a /proc of its own (iso61)
             if hide["nodes"]:
                 try:
                     make_stand_in(self.store.state_dir / GPU_STAND_IN)
@@ -1030,8 +1048,8 @@ class ProcessRuntime(StoredRuntime):
             raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
         ctx = self._exec_contexts.get(attempt_id)
         if ctx is None:
-            raise ExecError(
-                "unsupported",
+            raise ExecError(  # the server's words: scheduler.execs.READOPTED_WORDS
+                "readopted",
                 f"attempt {attempt_id} was started before this agent's last restart: its environment is "
                 "kept in memory only (never on disk), so a command cannot run in it",
             )
@@ -1373,6 +1391,7 @@ class ProcessRuntime(StoredRuntime):
             await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
         await asyncio.to_thread(self._remove_limit_cgroups, record.attempt_id)
         await asyncio.to_thread(_remove_var_tmp, record)  # scratch data can be large: not in the loop
+        await asyncio.to_thread(_remove_run_scratch, self.store.run_dir(record.attempt_id))
         returncode = proc.wait() if proc is not None else None
         if oom:
             record.message = oom  # the end reason the server records (Slurm's OUT_OF_MEMORY), or forks refused
@@ -1397,7 +1416,7 @@ class ProcessRuntime(StoredRuntime):
             exited_mono = None
         elif exited_mono is None and attempt_id in self._watchers:
             exited_mono = now  # watched until the end: the exit happened just now
-        shutil.rmtree(self.store.run_dir(attempt_id) / "tmp", ignore_errors=True)
+        _remove_run_scratch(self.store.run_dir(attempt_id))  # done off the loop already, but after a restart
         _remove_var_tmp(record)
         self._cap_log(attempt_id)  # its last burst of output, written since the last periodic pass
         record.state = "exited"

@@ -694,6 +694,9 @@ class ExecRequestSerializer(serializers.Serializer):
         required=False, min_value=1, max_value=600, help_text="seconds, default 60: then the command is killed (124)"
     )
     attempt = serializers.IntegerField(required=False, allow_null=True, help_text="its number; default the latest")
+    rank = serializers.IntegerField(
+        required=False, min_value=0, help_text="a gang member's node rank: the command runs on its host; default 0"
+    )
 
 
 class ExecResultSerializer(serializers.Serializer):

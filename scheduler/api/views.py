@@ -598,17 +598,18 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         """Run a command once inside the workload's running attempt, as its processes run (its
         owner's identity, cgroup, private /tmp, environment: docs/jobs.md, "Run a command in a
         running workload"); no TTY, no stdin. Body ``{"command": [...], "timeout": 60, "attempt":
-        null}``. 200 ``{"exit_code", "stdout", "stderr", "truncated", "timed_out"}`` (each stream's
-        first 1 MiB); 400 ``invalid_command``, ``invalid_timeout``, ``invalid_attempt``; 403
-        ``forbidden`` (anyone but the owner: managers and admins too); 409 ``not_running``,
-        ``host_offline``, ``agent_too_old``, ``exec_failed``; 429 (``FAIRWAY_THROTTLE_EXEC``,
+        null, "rank": 0}`` (``rank``: a gang member's host). 200 ``{"exit_code", "stdout", "stderr",
+        "truncated", "timed_out"}`` (each stream's first 1 MiB); 400 ``invalid_command``,
+        ``invalid_timeout``, ``invalid_attempt``, ``invalid_rank``; 403 ``forbidden`` (anyone but
+        the owner: managers and admins too); 409 ``not_running``, ``host_offline``,
+        ``agent_too_old``, ``exec_readopted``, ``exec_failed``; 429 (``FAIRWAY_THROTTLE_EXEC``,
         ``exec_busy``); 503 ``exec_unavailable`` (the channel layer failed: the command did not run); 504
         ``exec_timeout`` (the agent did not answer)."""
         from scheduler.execs import do_exec, exec_arguments
 
         workload = self.get_object()
-        command, timeout, number = exec_arguments(request.data)
-        done = do_exec(request.user, workload, command, timeout, number)
+        command, timeout, number, rank = exec_arguments(request.data)
+        done = do_exec(request.user, workload, command, timeout, number, rank)
         return Response(
             {
                 "exit_code": done.exit_code,

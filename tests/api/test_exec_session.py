@@ -213,3 +213,147 @@ def test_no_agent_taking_the_session_is_host_offline(running, researcher, monkey
     monkeypatch.setattr(exec_session, "OPEN_WAIT_S", 0.2)
     frame, code = _run(_refused(token_of(researcher), first_frame(w)))
     assert (frame["code"], code) == ("host_offline", 4409)
+
+
+async def _started(token: str, w: Any, host_id: int, ref: int = 5) -> tuple[WebsocketCommunicator, Any, str, str]:
+    """A session the fake agent connection (:func:`_fake_agent`) took: (reader's socket, layer,
+    the agent's channel, the reader's channel)."""
+    layer, agent = await _fake_agent(host_id)
+    comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
+    assert (await comm.connect())[0]
+    await comm.send_to(text_data=json.dumps(first_frame(w)))
+    opened = await asyncio.wait_for(layer.receive(agent), 10)
+    await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": ref})
+    assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
+    return comm, layer, agent, opened["reply_to"]
+
+
+@pytest.mark.parametrize("size", ["Infinity", "-Infinity", "NaN", '"x"', "1e400"])
+def test_brk61_a_resize_of_no_number_is_ignored_and_the_session_goes_on(running, researcher, size) -> None:
+    """brk61: ``{"type": "resize", "rows": Infinity}`` (JSON as Python reads it) raised
+    OverflowError out of the consumer: the socket closed 1011 and the agent's session was never
+    closed (its shell lived on until the idle timeout, an hour)."""
+    w, attempt = running
+    token = token_of(researcher)
+
+    async def run() -> None:
+        comm, layer, agent, _reader = await _started(token, w, attempt.host_id)
+        await comm.send_to(text_data=f'{{"type": "resize", "rows": {size}, "cols": 80}}')
+        await comm.send_to(text_data=json.dumps({"type": "resize", "rows": 40, "cols": 90}))
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["rows"], got["cols"]) == ("exec.tty.resize", 40, 90)
+        await comm.disconnect()
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert got["type"] == "exec.tty.close"
+
+    _run(run())
+
+
+@pytest.mark.parametrize("how", ["reader_left", "not_taken_in_time"])
+def test_brk61_a_session_its_reader_left_before_it_started_is_closed_on_the_host(
+    running, researcher, monkeypatch, how
+) -> None:
+    """brk61: a reader that left (Ctrl-C while ``fairway exec -it`` waited, or the 10 s wait for
+    the agent's connection passed) before the agent's connection told it the session's id closed
+    nothing: the ``exec.tty.opened`` came to a channel nobody read, and the command ran on in the
+    attempt until the idle timeout (an hour), holding one of its owner's sessions on the host.
+    The reader's leaving goes to the host's group too, naming its channel."""
+    w, attempt = running
+    token = token_of(researcher)
+    monkeypatch.setattr(exec_session, "OPEN_WAIT_S", 0.2 if how == "not_taken_in_time" else 30)
+
+    async def run() -> None:
+        layer, agent = await _fake_agent(attempt.host_id)
+        comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=json.dumps(first_frame(w)))
+        opened = await asyncio.wait_for(layer.receive(agent), 10)
+        if how == "not_taken_in_time":
+            assert json.loads(await comm.receive_from(timeout=10))["code"] == "host_offline"
+            await comm.receive_output(timeout=10)
+        await comm.disconnect()
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert got == {"type": "exec.tty.close", "reply_to": opened["reply_to"]}
+
+    _run(run())
+
+
+def test_brk61_output_to_a_reader_gone_meanwhile_closes_the_session(running, researcher, monkeypatch) -> None:
+    """brk61: output sent as the reader's socket went (uvicorn raises ClientDisconnected to the
+    send, before the consumer is told of the disconnect) ended the consumer with that exception:
+    its disconnect never ran, the agent was never told, and the command (``yes``, a build) ran on
+    blocked on its window until the idle timeout, an hour."""
+    from uvicorn.protocols.utils import ClientDisconnected
+
+    w, attempt = running
+    token = token_of(researcher)
+    sent = exec_session.ExecSessionConsumer.send
+
+    async def send(self: Any, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False):
+        if bytes_data is not None:
+            raise ClientDisconnected
+        await sent(self, text_data=text_data, bytes_data=bytes_data, close=close)
+
+    async def run() -> None:
+        comm, layer, agent, reader = await _started(token, w, attempt.host_id, ref=11)
+        monkeypatch.setattr(exec_session.ExecSessionConsumer, "send", send)
+        await layer.send(reader, {"type": "exec.tty.output", "data": "y\r\n" * 100})
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["ref"]) == ("exec.tty.close", 11)
+        await comm.disconnect()
+
+    _run(run())
+
+
+@pytest.mark.parametrize("how", ["logout", "deactivated"])
+def test_brk61_a_session_whose_token_is_no_longer_valid_ends(running, researcher, monkeypatch, how) -> None:
+    """brk61: the token was checked once, at the connect: after ``fairway logout`` (its token
+    deleted) or the user's deactivation the session went on, as long as anything went in or out."""
+    from asgiref.sync import sync_to_async
+    from knox.models import AuthToken
+
+    w, attempt = running
+    token = token_of(researcher)
+    monkeypatch.setattr(exec_session, "TOKEN_RECHECK_S", 0.2)
+
+    def revoke() -> None:
+        if how == "logout":
+            AuthToken.objects.filter(user=researcher).delete()
+        else:
+            researcher.is_active = False
+            researcher.save(update_fields=["is_active"])
+
+    async def run() -> tuple[dict[str, Any], int]:
+        comm, layer, agent, _reader = await _started(token, w, attempt.host_id, ref=12)
+        await asyncio.sleep(0.5)  # checked again meanwhile: still valid
+        await comm.send_to(bytes_data=b"x")
+        assert (await asyncio.wait_for(layer.receive(agent), 10))["type"] == "exec.tty.input"
+        await sync_to_async(revoke)()
+        frame = json.loads(await comm.receive_from(timeout=10))
+        closed = await comm.receive_output(timeout=10)
+        got = await asyncio.wait_for(layer.receive(agent), 10)
+        assert (got["type"], got["ref"]) == ("exec.tty.close", 12)
+        await comm.disconnect()
+        return frame, closed["code"]
+
+    frame, code = _run(run())
+    assert (frame["type"], frame["code"], code) == ("error", "authentication_failed", 4401)
+    assert frame["message"].endswith("The session was ended.")
+
+
+def test_brk61_the_exit_says_why_the_agent_ended_the_command(running, researcher) -> None:
+    """brk61: the agent's reason for ending a session (input its command did not read past the
+    bound) is passed on in the ``exit`` frame; without one, the frame is as before."""
+    w, attempt = running
+    token = token_of(researcher)
+    why = "the session was ended: more than 262144 bytes of input the command does not read"
+
+    async def run() -> dict[str, Any]:
+        comm, layer, _agent, reader = await _started(token, w, attempt.host_id)
+        await layer.send(reader, {"type": "exec.tty.end", "exit_code": 129, "timed_out": False, "message": why})
+        frame = json.loads(await comm.receive_from(timeout=10))
+        await comm.receive_output(timeout=10)
+        await comm.disconnect()
+        return frame
+
+    assert _run(run()) == {"type": "exit", "exit_code": 129, "timed_out": False, "message": why}

@@ -141,3 +141,31 @@ async def _malformed_inventory(token: str, gpus: list[dict], words: str) -> None
     welcome = protocol.decode(await comm.receive_from(timeout=5), allowed=protocol.SERVER_MESSAGE_TYPES)
     assert isinstance(welcome, protocol.Welcome)
     await comm.disconnect()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.django_db(transaction=True)
+def test_brk61_each_connection_of_a_host_numbers_its_messages_apart() -> None:
+    """brk61: every connection numbered its messages from 1, so an agent older than brk61 that
+    answered a command of its previous connection on the next one (a one-shot exec runs up to
+    600 s) named, by its old id, the request there that had the same id: another person's exec
+    or session got its output and exit. A connection's ids now start past every id of the
+    host's connections before it (its link generation)."""
+    cluster = Cluster.objects.create(name="gw")
+    _host, token = do_register_host(cluster, "h1", [(0, "GPU-a", "H100", 80000)])
+
+    async def welcome_ids() -> tuple[int, int]:
+        return await welcome_id(), await welcome_id()
+
+    async def welcome_id() -> int:
+        headers = [(b"authorization", f"Bearer {token}".encode())]
+        comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=_hello([_gpu(0, "GPU-a")]))
+        welcome = protocol.decode(await comm.receive_from(timeout=5), allowed=protocol.SERVER_MESSAGE_TYPES)
+        assert isinstance(welcome, protocol.Welcome)
+        await comm.disconnect()
+        return welcome.id
+
+    first, second = asyncio.run(welcome_ids())
+    assert second - first >= 1 << 32

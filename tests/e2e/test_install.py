@@ -161,7 +161,7 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
         **{k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON"))},
         "PIP_NO_INDEX": "1",
         "PIP_FIND_LINKS": str(wheelhouse),
-        "FAIRWAY_JOIN_TOKEN": token,
+        "FAIRWAY_JOIN_TOKEN": "",  # the token from a file (iso61: never in a command line)
         "FAIRWAY_ISOLATION": "{mode: agent, allow_root: true}",  # this Python is under /root (0700)
     }
     common = ["--no-systemd", "--prefix", str(prefix), "--python", sys.executable]
@@ -169,7 +169,9 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
     pid_file = prefix / "run" / "agent.pid"
     try:
         # When it runs in a temporary prefix without systemd
-        done = _run_script(script, *common, *install, env=env)
+        token_file = tmp_path / "join-token"
+        token_file.write_text(token + "\n")
+        done = _run_script(script, *common, *install, "--token-file", str(token_file), env=env)
         assert done.returncode == 0, done.stdout + done.stderr
 
         # Then the agent is in its own virtualenv, the config is owner-only, and the host registered and connected
@@ -201,7 +203,7 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
 
         # When the script runs again (upgrade): the token is not needed, the config is kept, the agent restarts
         first_pid = int(pid_file.read_text())
-        again = _run_script(script, *common, *install, env={**env, "FAIRWAY_JOIN_TOKEN": ""})
+        again = _run_script(script, *common, *install, env=env)
         assert again.returncode == 0, again.stdout + again.stderr
         assert "already joined" in again.stdout
         assert int(pid_file.read_text()) != first_pid

@@ -266,3 +266,45 @@ def test_the_agent_unit_does_not_restart_an_agent_whose_host_was_removed(tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
     assert "\nRestart=always\n" in done.stdout
     assert f"\nRestartPreventExitStatus={EXIT_HOST_REMOVED}\n" in done.stdout, done.stdout
+
+
+def test_a_join_token_on_the_command_line_is_refused_without_being_shown(tmp_path: Path) -> None:
+    """iso61: ``install.sh --token fwj_...`` put the join token in the script's command line, which
+    every user of the host reads (``/proc/<pid>/cmdline``, ``ps``) for as long as the install runs
+    (minutes of pip): whoever joined with it first got a host token of the cluster, and with it
+    other people's workloads and their secrets. It is refused, before anything is done, pointing
+    at the ways that keep it out of the process list."""
+    for argv in (["--token", "fwj_seen_by_all"], ["--token=fwj_seen_by_all"]):
+        done = _bash_stdin(_served("/agent/install.sh"), *argv, "--no-systemd", "--prefix", str(tmp_path / "x"))
+        assert done.returncode == 2, (argv, done.stdout, done.stderr)
+        assert "fwj_seen_by_all" not in done.stdout + done.stderr
+        assert "process list" in done.stderr and "--token-file FILE" in done.stderr
+        assert "FAIRWAY_JOIN_TOKEN" in done.stderr and done.stdout == ""
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_join_token_is_read_from_a_file(tmp_path: Path) -> None:
+    """``--token-file FILE`` (iso61): the token from a file (its first line), never in a command
+    line. Here the server does not answer, so the install gets as far as the download: past the
+    token's check, which a missing token fails."""
+    prefix = tmp_path / "agent"
+    common = ["--no-systemd", "--prefix", str(prefix), "--python", sys.executable, "--server", "http://127.0.0.1:8359"]
+    script = _served("/agent/install.sh")
+
+    without = _bash_stdin(script, *common)
+    assert without.returncode == 1 and "a join token is required" in without.stderr, without.stderr
+    assert "--token-file FILE or FAIRWAY_JOIN_TOKEN" in without.stderr
+
+    token = tmp_path / "join-token"
+    token.write_text("  fwj_from_a_file  \n")
+    token.chmod(0o600)
+    done = _bash_stdin(script, *common, "--token-file", str(token))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "a join token is required" not in done.stderr
+    assert "cannot download http://127.0.0.1:8359/agent/" in done.stderr
+
+    token.write_text("\n")
+    empty = _bash_stdin(script, *common, "--token-file", str(token))
+    assert (empty.returncode, empty.stderr) == (1, f"install.sh: {token} holds no join token\n")
+    missing = _bash_stdin(script, *common, "--token-file", str(tmp_path / "none"))
+    assert missing.returncode == 1 and f"cannot read the join token from {tmp_path / 'none'}" in missing.stderr

@@ -1,0 +1,60 @@
+"""exl61: ``exec`` in a gang's member (``rank``) and in a re-adopted attempt, the agent's side
+(docs/jobs.md, "Run a command in a running workload"; the server's: tests/api/test_exl61_exec.py)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from agent_testkit import kill_leftovers, run_async
+from test_agent_isolation import MARKERS, _kill_markers, runtime, spec, wait_log
+
+from agent.runtime.base import ExecError
+
+pytestmark = [pytest.mark.timeout(60)]
+
+
+def test_each_gang_member_runs_the_command_in_its_own_part(state_dir: Path) -> None:
+    """A gang's parts run on their hosts under the one wire id: the server picks the member's host
+    (``rank``), and its agent runs the command in the part it holds (its ``NODE_RANK``)."""
+    other = Path(tempfile.mkdtemp(prefix="fw-exl61-")) / "state"
+    other.mkdir()
+
+    async def scenario() -> None:
+        parts = [runtime(state_dir)[0], runtime(other)[0]]
+        for rank, rt in enumerate(parts):
+            await rt.start(spec(7, ["sh", "-c", f"echo up; exec sleep {MARKERS[rank]}"], env={"NODE_RANK": str(rank)}))
+            await wait_log(rt, 7, "up")
+        for rank, rt in enumerate(parts):
+            got = await rt.exec(7, ["sh", "-c", 'echo "$NODE_RANK"'], 10, 4096)
+            assert (got.exit_code, got.stdout) == (0, f"{rank}\n".encode())
+        for rt in parts:
+            await rt.stop(7, 1)
+
+    try:
+        run_async(scenario(), timeout=40)
+    finally:
+        _kill_markers()
+        kill_leftovers(other)
+        shutil.rmtree(other.parent, ignore_errors=True)
+
+
+def test_a_readopted_attempt_refuses_a_terminal_with_its_own_code(state_dir: Path) -> None:
+    async def scenario() -> None:
+        rt, _exits = runtime(state_dir)
+        await rt.start(spec(8, ["sh", "-c", f"echo up; exec sleep {MARKERS[0]}"]))
+        await wait_log(rt, 8, "up")
+        await rt.close()
+        again, _ = runtime(state_dir)
+        await again.recover()
+        with pytest.raises(ExecError) as refused:
+            await again.exec_tty(8, ["sh"], 24, 80)
+        assert refused.value.code == "readopted" and "restart" in str(refused.value)
+        await again.stop(8, 1)
+
+    try:
+        run_async(scenario(), timeout=40)
+    finally:
+        _kill_markers()
