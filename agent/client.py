@@ -14,6 +14,8 @@ the hello as an ``attempt`` message, so that the server learns the start before 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import codecs
 import contextlib
 import dataclasses
@@ -39,6 +41,7 @@ from agent.protocol import (
     EXEC_TTY_WINDOW,
     EXEC_TTY_WINDOW_CHUNKS,
     MAX_MESSAGE_BYTES,
+    PORT_CHUNK_BYTES,
     SERVER_MESSAGE_TYPES,
     Ack,
     AttemptEvent,
@@ -58,6 +61,8 @@ from agent.protocol import (
     Log,
     Logs,
     Message,
+    PortData,
+    PortOpen,
     ProtocolError,
     Start,
     Stop,
@@ -84,29 +89,53 @@ them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy`
 MAX_TTYS = 32
 """Interactive sessions (``exec_tty``) one agent holds at once; another is answered ``error`` ``busy``.
 Of them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy``), as of ``exec``."""
+MAX_PORTS = 64
+"""Forwarded connections (``port_open``: ``fairway port-forward``) one agent holds at once; another is
+answered ``busy``. Of them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy``)."""
 TTY_EXIT_DRAIN_S = 0.2
 """After an interactive command ends, how long its terminal's last output is waited for (a
 background process it left may hold the terminal open for ever: it is killed then)."""
 
 
 @dataclasses.dataclass(slots=True, eq=False)
-class _Tty:
-    """An interactive session (``exec_tty``) of this connection: its terminal once started, its
-    output sent and not yet acknowledged (at most :data:`EXEC_TTY_WINDOW` bytes), input that came
-    before it started, when anything last went in or out, and whether it is being closed."""
+class _Stream:
+    """What an interactive session (``exec_tty``) and a forwarded connection (``port_open``) of this
+    connection share: their attempt, what they sent and was not yet acknowledged (at most
+    :data:`EXEC_TTY_WINDOW` bytes), when anything last went in or out, whether it is being closed."""
 
     attempt_id: int
     idle_s: float
     last: float
-    session: TtySession | None = None
     unacked: int = 0
     unacked_chunks: int = 0
     credit: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    early: bytearray = dataclasses.field(default_factory=bytearray)
     closing: bool = False
     idle: bool = False
-    size: tuple[int, int] | None = None  # a resize that came before it started
-    why: str = ""  # why the agent ended it, told with its exec_result (brk61: a paste too long, unsaid)
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Tty(_Stream):
+    """An interactive session (``exec_tty``): its terminal once started, input that came before it
+    started, a resize that came before it started, and why the agent ended it (told with its
+    ``exec_result``; brk61: a paste too long, unsaid)."""
+
+    session: TtySession | None = None
+    early: bytearray = dataclasses.field(default_factory=bytearray)
+    size: tuple[int, int] | None = None
+    why: str = ""
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Port(_Stream):
+    """A forwarded connection (``port_open``): what came for it and is not written yet (``b""``: the
+    end of it; at most :data:`EXEC_TTY_WINDOW` bytes and :data:`EXEC_TTY_WINDOW_CHUNKS` pieces),
+    and why it ended when its attempt did."""
+
+    inbox: asyncio.Queue[bytes] = dataclasses.field(default_factory=asyncio.Queue)
+    queued: int = 0
+    queued_chunks: int = 0
+    closed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    attempt_ended: bool = False
 
 
 CLOSE_UNAUTHORIZED = 4401
@@ -221,6 +250,7 @@ class Agent:
         self._gpu_claims: dict[int, frozenset[int]] = {}  # attempts starting → the GPUs they hold
         self._execs = 0  # one-shot commands running (``exec``)
         self._ttys: dict[int, _Tty] = {}  # ``exec_tty`` id -> its session (this connection's)
+        self._ports: dict[int, _Port] = {}  # ``port_open`` id -> its connection (this connection's)
         self._execs_by_owner: dict[str, int] = {}  # of them, each owner's (left60)
         self._exec_owners: dict[int, str] = {}  # attempts started by this process → their owner's name
         self.health = HealthFile(config.state_dir, server=config.server, host=config.host_name)
@@ -308,8 +338,8 @@ class Agent:
                 log.exception("session failed")
             finally:
                 self._ws = None
-                for tty in list(self._ttys.values()):  # its reader was on this connection
-                    self._close_tty(tty)
+                for stream in [*self._ttys.values(), *self._ports.values()]:  # their reader was on it
+                    self._close_stream(stream)
                 self._unacked.clear()
                 self._unacked_starts.clear()
                 self.health.update(connected=False, last_disconnect=f"{time.time():.0f}: close code {ws.close_code}")
@@ -524,8 +554,12 @@ class Agent:
             self._execs_by_owner[owner] = mine + 1
             # not awaited: the receive loop goes on meanwhile; answered on this connection only
             self._spawn(self._on_exec(msg, owner, self._ws))
+        elif isinstance(msg, (ExecAck, ExecClose)) and msg.ref in self._ports:
+            await self._on_port_message(msg)
         elif isinstance(msg, (ExecTty, ExecInput, ExecResize, ExecAck, ExecClose)):
             await self._on_tty_message(msg)
+        elif isinstance(msg, (PortOpen, PortData)):
+            await self._on_port_message(msg)
         elif isinstance(msg, Ack):
             self.runtime.mark_start_reported(self._unacked_starts.pop(msg.ack, []))
             self.runtime.mark_reported(self._unacked.pop(msg.ack, []))
@@ -774,7 +808,7 @@ class Agent:
             except InputOverflow as exc:
                 log.warning("attempt %d: interactive session %d closed: %s", tty.attempt_id, msg.ref, exc)
                 tty.why = f"the session was ended: {exc}"
-                self._close_tty(tty)
+                self._close_stream(tty)
         elif isinstance(msg, ExecResize):
             if tty.session is not None:
                 tty.session.resize(msg.rows, msg.cols)
@@ -785,16 +819,19 @@ class Agent:
             tty.unacked_chunks = max(0, tty.unacked_chunks - msg.chunks)
             tty.credit.set()
         else:
-            self._close_tty(tty)
+            self._close_stream(tty)
 
-    def _close_tty(self, tty: _Tty) -> None:
-        """End a session: its reader left, its attempt ended, it was idle, or the connection ended."""
-        if tty.closing:
+    def _close_stream(self, stream: _Stream) -> None:
+        """End a session or a forwarded connection: its reader left, its attempt ended, it was idle,
+        or the connection ended."""
+        if stream.closing:
             return
-        tty.closing = True
-        tty.credit.set()
-        if tty.session is not None:
-            self._spawn(tty.session.close())
+        stream.closing = True
+        stream.credit.set()
+        if isinstance(stream, _Port):
+            stream.closed.set()
+        elif isinstance(stream, _Tty) and stream.session is not None:
+            self._spawn(stream.session.close())
 
     async def _run_tty(self, msg: ExecTty, tty: _Tty, conn: Any = None) -> None:
         """Run an ``exec_tty``: start its command on a terminal in the attempt's containment (the
@@ -818,9 +855,9 @@ class Agent:
                     session.write(bytes(tty.early))
                 except InputOverflow as exc:
                     tty.why = f"the session was ended: {exc}"
-                    self._close_tty(tty)
+                    self._close_stream(tty)
                 tty.early.clear()
-            self._spawn(self._tty_idle(msg.id, tty))
+            self._spawn(self._idle(msg.id, tty))
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             exited = asyncio.ensure_future(session.proc.wait())
             while True:
@@ -872,21 +909,156 @@ class Agent:
             if self._ttys.get(msg.id) is tty:
                 del self._ttys[msg.id]
 
-    async def _tty_idle(self, ref: int, tty: _Tty) -> None:
-        """Close the session ``ref`` once nothing went in or out for its ``idle_s``."""
-        while not tty.closing:
-            left = tty.last + tty.idle_s - monotonic_s()
+    async def _idle(self, ref: int, stream: _Stream) -> None:
+        """Close the session or forwarded connection ``ref`` once nothing went in or out for its ``idle_s``."""
+        while not stream.closing:
+            left = stream.last + stream.idle_s - monotonic_s()
             if left <= 0:
-                log.info("attempt %d: interactive session %d idle for %g s: closed", tty.attempt_id, ref, tty.idle_s)
-                tty.idle = True
-                self._close_tty(tty)
+                log.info("attempt %d: stream %d idle for %g s: closed", stream.attempt_id, ref, stream.idle_s)
+                stream.idle = True
+                self._close_stream(stream)
                 return
             await asyncio.sleep(min(left, 5.0))
 
+    # --- forwarded connections (``port_open``: ``fairway port-forward``, docs/jobs.md) ---
+
+    async def _on_port_message(self, msg: PortOpen | PortData | ExecAck | ExecClose) -> None:
+        if isinstance(msg, PortOpen):
+            if len(self._ports) >= MAX_PORTS:
+                why = f"{MAX_PORTS} forwarded connections run here already"
+                await self._send(Error(code="busy", message=why, ref=msg.id))
+                return
+            owner = self._exec_owners.get(msg.attempt_id, "")
+            mine = sum(1 for p in self._ports.values() if self._exec_owners.get(p.attempt_id, "") == owner)
+            if mine >= one_persons_share(MAX_PORTS):  # as exec's and exec_tty's (left60)
+                why = f"{mine} forwarded connections (half of the {MAX_PORTS} a host holds at once)"
+                await self._send(Error(code="owner_busy", message=why, ref=msg.id))
+                return
+            new = _Port(msg.attempt_id, float(msg.idle_s), monotonic_s())
+            self._ports[msg.id] = new
+            self._spawn(self._run_port(msg, new, self._ws))  # answered on this connection only
+            return
+        port = self._ports.get(msg.ref)
+        if port is None:
+            return  # ended meanwhile: its end is on its way
+        if isinstance(msg, ExecAck):
+            port.unacked = max(0, port.unacked - msg.bytes)
+            port.unacked_chunks = max(0, port.unacked_chunks - msg.chunks)
+            port.credit.set()
+        elif isinstance(msg, ExecClose):
+            self._close_stream(port)
+        else:
+            port.last = monotonic_s()
+            try:
+                data = base64.b64decode(msg.data, validate=True)
+            except binascii.Error:
+                data = b"\0" * (EXEC_TTY_WINDOW + 1)  # not base64: ended below
+            if data:
+                # the server holds its reader to the window: more is a broken server, not a user
+                if port.queued + len(data) > EXEC_TTY_WINDOW or port.queued_chunks >= EXEC_TTY_WINDOW_CHUNKS:
+                    log.warning("attempt %d: forwarded connection %d: more than the window", port.attempt_id, msg.ref)
+                    self._close_stream(port)
+                    return
+                port.queued += len(data)
+                port.queued_chunks += 1
+                port.inbox.put_nowait(data)
+            if msg.eof:
+                port.inbox.put_nowait(b"")
+
+    async def _run_port(self, msg: PortOpen, port: _Port, conn: Any = None) -> None:
+        """Relay a ``port_open``: the runtime's connection to the port in the attempt (made there,
+        as its owner), its bytes both ways as ``port_data`` within the windows, ended when both
+        sides have ended theirs, on an error, a close, the attempt's end or ``idle_s``; then its
+        ``exec_result`` (an ``error`` ``exec_not_running`` when its attempt ended); all of it on
+        ``conn``, the connection it came on, only (brk61: on the next one its id is another's)."""
+        writer: asyncio.StreamWriter | None = None
+        why = ""
+        try:
+            try:
+                sock = await self.runtime.connect_port(msg.attempt_id, msg.port)
+            except ExecError as exc:
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
+                return
+            except OSError as exc:  # a socket pair, a helper: none could be made here
+                log.exception("attempt %d: forwarding port %d failed", msg.attempt_id, msg.port)
+                await self._send(Error(code="exec_failed", message=f"{exc}"[:4000], ref=msg.id), on=conn)
+                return
+            reader, writer = await asyncio.open_connection(sock=sock, limit=2 * PORT_CHUNK_BYTES)
+            self._spawn(self._idle(msg.id, port))
+            up = asyncio.ensure_future(self._port_up(msg.id, port, writer, conn))
+            down = asyncio.ensure_future(self._port_down(msg.id, port, reader, conn))
+            closed = asyncio.ensure_future(port.closed.wait())
+            both: asyncio.Future[Any] = asyncio.gather(up, down)
+            await asyncio.wait([both, closed], return_when=asyncio.FIRST_COMPLETED)
+            for task in (up, down, closed):
+                task.cancel()
+            await asyncio.wait([up, down, closed])
+            for task in (up, down):
+                if not task.cancelled() and isinstance(error := task.exception(), OSError):
+                    why = error.strerror or str(error)
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await both
+            if port.attempt_ended:
+                await self._send(
+                    Error(code="exec_not_running", message="the workload's attempt ended", ref=msg.id), on=conn
+                )
+                return
+            log.info("attempt %d: forwarded connection to port %d ended %s", msg.attempt_id, msg.port, why)
+            result = ExecResult(ref=msg.id, exit_code=0, timed_out=port.idle, truncated=False, message=why)
+            await self._send(result, on=conn)
+        except Exception as exc:  # answered all the same, as a session's (brk61: its reader waited for ever)
+            log.exception("attempt %d: forwarded connection to port %d failed", msg.attempt_id, msg.port)
+            why = f"the agent could not relay it: {type(exc).__name__}: {exc}"
+            await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
+        finally:
+            port.closing = True
+            if writer is not None:
+                writer.close()
+            if self._ports.get(msg.id) is port:
+                del self._ports[msg.id]
+
+    async def _port_up(self, ref: int, port: _Port, writer: asyncio.StreamWriter, conn: Any = None) -> None:
+        """What the server sends for the connection ``ref``, written to it; each piece acknowledged
+        (``exec_ack``) once written, so that the server's reader may send more."""
+        while True:
+            data = await port.inbox.get()
+            if not data:  # the reader's side ended: so does ours (TCP's half-close)
+                if writer.can_write_eof():
+                    writer.write_eof()
+                return
+            writer.write(data)
+            await writer.drain()
+            port.queued -= len(data)
+            port.queued_chunks -= 1
+            port.last = monotonic_s()
+            await self._send(ExecAck(ref=ref, bytes=len(data), chunks=1), on=conn)
+
+    async def _port_down(self, ref: int, port: _Port, reader: asyncio.StreamReader, conn: Any = None) -> None:
+        """What the connection ``ref`` sends, to the server as ``port_data``, at most
+        :data:`EXEC_TTY_WINDOW` bytes and :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of its acks."""
+        while True:
+            while not port.closing and (
+                port.unacked >= EXEC_TTY_WINDOW or port.unacked_chunks >= EXEC_TTY_WINDOW_CHUNKS
+            ):
+                port.credit.clear()
+                await port.credit.wait()
+            if port.closing:
+                return
+            data = await reader.read(min(PORT_CHUNK_BYTES, EXEC_TTY_WINDOW - port.unacked))
+            port.last = monotonic_s()
+            if not data:
+                await self._send(PortData(ref=ref, data="", eof=True), on=conn)
+                return
+            port.unacked += len(data)
+            port.unacked_chunks += 1
+            await self._send(PortData(ref=ref, data=base64.b64encode(data).decode(), eof=False), on=conn)
+
     def _on_exit(self, record: AttemptRecord) -> None:
-        for tty in list(self._ttys.values()):  # the attempt's sessions end with it
-            if tty.attempt_id == record.attempt_id:
-                self._close_tty(tty)
+        for stream in [*self._ttys.values(), *self._ports.values()]:  # the attempt's sessions end with it
+            if stream.attempt_id == record.attempt_id:
+                if isinstance(stream, _Port):
+                    stream.attempt_ended = True
+                self._close_stream(stream)
         self.gpu.note_busy(self.runtime.busy_gpu_indices())
         if self._ws is not None:  # else the next hello reports it, with its age
             self._spawn(self._send_exit(record, None))

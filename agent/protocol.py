@@ -20,15 +20,18 @@ Both sides use :func:`encode` and :func:`decode`; :func:`decode` never raises an
 :class:`ProtocolError`, so one ``except ProtocolError`` answers every malformed frame with an
 ``error`` message and the connection survives.
 
-Agent → server: ``hello``, ``heartbeat``, ``attempt``, ``log``, ``exec_output``, ``exec_result``, ``error``.
+Agent → server: ``hello``, ``heartbeat``, ``attempt``, ``log``, ``exec_output``, ``exec_result``,
+``port_data``, ``exec_ack``, ``error``.
 Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``exec``, ``exec_tty``, ``exec_input``,
-``exec_resize``, ``exec_ack``, ``exec_close``, ``ack``, ``error``.
+``exec_resize``, ``exec_ack``, ``exec_close``, ``port_open``, ``port_data``, ``ack``, ``error``.
 
 ``exec``, ``exec_output`` and ``exec_result`` came later on version 1 (new types, no new field of
 an old one): an agent older than them answers an ``exec`` with ``error`` ``unknown_type`` naming
 its id, which the server reports as "the agent must be upgraded" (agent/README.md). So did the
 interactive session's ``exec_tty``, ``exec_input``, ``exec_resize``, ``exec_ack`` and ``exec_close``
-(``fairway exec -it``): an agent older than them answers ``exec_tty`` with ``unknown_type``.
+(``fairway exec -it``): an agent older than them answers ``exec_tty`` with ``unknown_type``. And
+``fairway port-forward``'s ``port_open`` and ``port_data`` (the agent's ``exec_ack`` of what it wrote
+to a forwarded connection too): an older agent answers ``port_open`` with ``unknown_type``.
 """
 
 from __future__ import annotations
@@ -526,6 +529,43 @@ class ExecClose(Message):
     ref: Seq
 
 
+PORT_CHUNK_BYTES = EXEC_CHUNK_BYTES
+"""Most bytes of a forwarded TCP stream in one ``port_data`` (and one websocket frame of ``fairway
+port-forward``)."""
+PORT_DATA_CHARS = 4 * ((PORT_CHUNK_BYTES + 2) // 3)
+"""Longest ``port_data.data``: :data:`PORT_CHUNK_BYTES` bytes in base64."""
+Port = Annotated[int, Range(1, 65535)]
+
+
+@dataclass(frozen=True, slots=True)
+class PortOpen(Message):
+    """Server → agent: connect to TCP ``port`` on 127.0.0.1 as the running attempt ``attempt_id``
+    would (from its containment, as its owner; a container's own network) and relay that one
+    connection (``fairway port-forward``: docs/jobs.md). Both ways its bytes go as ``port_data``
+    (``ref``: this message's id); each way at most :data:`EXEC_TTY_WINDOW` bytes and
+    :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of the other side's ``exec_ack``s (the agent
+    acknowledges what it wrote to the connection, the server what its reader took). Its end is
+    one ``exec_result`` (``exit_code`` 0; ``timed_out``: idle for ``idle_s``), or an ``error``
+    naming it (``exec_port_refused``: nothing listens there). ``exec_close`` ends it."""
+
+    TYPE: ClassVar[str] = "port_open"
+    attempt_id: Id
+    port: Port
+    idle_s: Annotated[int, Range(1, EXEC_TTY_MAX_IDLE_S)]
+
+
+@dataclass(frozen=True, slots=True)
+class PortData(Message):
+    """Either way: the next bytes of the ``port_open`` ``ref``'s connection, ``data`` in base64 (at
+    most :data:`PORT_CHUNK_BYTES` bytes); ``eof``: the sender's side will send no more (TCP's
+    half-close: the receiver shuts its writing side once what came before is written)."""
+
+    TYPE: ClassVar[str] = "port_data"
+    ref: Seq
+    data: Annotated[str, Size(PORT_DATA_CHARS)]
+    eof: bool
+
+
 @dataclass(frozen=True, slots=True)
 class Ack(Message):
     """Server → agent: the message with id ``ack`` was processed."""
@@ -555,15 +595,17 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
         ExecResize,
         ExecAck,
         ExecClose,
+        PortOpen,
+        PortData,
     )
 }
 AGENT_MESSAGE_TYPES: frozenset[str] = frozenset(
-    {"hello", "heartbeat", "attempt", "log", "exec_output", "exec_result", "error"}
+    {"hello", "heartbeat", "attempt", "log", "exec_output", "exec_result", "error", "port_data", "exec_ack"}
 )
 """Types an agent sends (a server decodes with ``allowed=AGENT_MESSAGE_TYPES``)."""
 SERVER_MESSAGE_TYPES: frozenset[str] = frozenset(
     {"welcome", "start", "stop", "logs", "exec", "ack", "error"}
-    | {"exec_tty", "exec_input", "exec_resize", "exec_ack", "exec_close"}
+    | {"exec_tty", "exec_input", "exec_resize", "exec_ack", "exec_close", "port_open", "port_data"}
 )
 """Types a server sends (an agent decodes with ``allowed=SERVER_MESSAGE_TYPES``)."""
 

@@ -276,8 +276,9 @@ FAIRWAY_WEB_SYNC_THREADS = env_int(
     DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("max_size", 8),
     minimum=1,
 )
-# An interactive session (``fairway exec -it``, ``/ws/exec/``) that nothing went in or out of for
-# this long is ended, its processes killed (docs/jobs.md, "Run a command in a running workload").
+# An interactive session (``fairway exec -it``, ``/ws/exec/``) or a forwarded connection (``fairway
+# port-forward``, ``/ws/port-forward/``) that nothing went in or out of for this long is ended, a
+# session's processes killed (docs/jobs.md, "Run a command in a running workload").
 FAIRWAY_EXEC_IDLE_TIMEOUT = env_int("FAIRWAY_EXEC_IDLE_TIMEOUT", 3600, minimum=1, maximum=7 * 24 * 3600)
 # Interactive sessions one web process holds at once, of them one person at most half
 # (scheduler.exec_session; exl61): each holds a websocket and up to 256 KiB of output in flight.

@@ -1328,6 +1328,61 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
         raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
 
 
+def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway port-forward ID [LOCAL:]REMOTE [--address 127.0.0.1] [--attempt N] [--rank R]``: a local port
+    that reaches port REMOTE inside one's own running workload (``kubectl port-forward``, ``ssh -L``
+    through a login node; ``fairway_cli.portforward``; docs/jobs.md, "Reach a port in a running
+    workload"). Until Ctrl-C (exit 0) or the workload no longer runs (said, exit 1)."""
+    import socket
+    import threading
+
+    from fairway_cli import portforward, session
+    from fairway_cli.wsclient import WebSocketError
+
+    try:
+        local, remote = portforward.parse_ports(args.ports)
+    except ValueError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+    wid = _workload_id(args.id)
+    agent = f"fairway-cli/{__version__}"
+    fwd = portforward.Forward(config.server, config.token, agent, wid, args.attempt, remote, args.rank)
+    try:
+        fwd.check()
+    except session.SessionRefused as exc:
+        if exc.code in ("not_authenticated", "authentication_failed"):
+            raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`") from None
+        # as exec -it's (exl61): the flag typed, and the server's code in the one-shot's words
+        said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
+        raise CliError(EXIT_API, f"workload {wid}: {in_flags(said)}", exc.code) from None
+    except WebSocketError as exc:
+        raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
+    family = socket.AF_INET6 if ":" in args.address else socket.AF_INET
+    try:
+        listener = socket.create_server((args.address, local), family=family)
+    except OSError as exc:
+        raise CliError(EXIT_USAGE, f"cannot listen on {args.address}:{local}: {exc.strerror or exc}") from None
+    err = getattr(args, "err", None) or sys.stderr
+    out.write(f"Forwarding {args.address}:{local} -> workload {wid} port {remote} (Ctrl-C to stop)\n")
+    out.flush()
+    api = Api(config.server, config.token)
+
+    def still_running() -> bool:
+        try:
+            return bool(api.call("GET", f"workloads/{wid}/")["state"] == "running")
+        except (CliError, KeyError, TypeError):
+            return True  # asked again at the next poll; the server's own check says why if not
+
+    stop = threading.Event()
+    try:
+        why = portforward.serve(fwd, listener, err, still_running, stop)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        stop.set()
+        listener.close()
+    raise CliError(EXIT_API, f"workload {wid} no longer takes connections, the forward ended: {in_flags(why)}")
+
+
 def _resubmission(args: argparse.Namespace) -> dict[str, Any]:
     """The body of ``fairway resubmit``: only the fields its flags change (the server keeps the
     rest of the workload's spec; ``--env``/``--secret-env`` replace those variables only)."""
@@ -2785,6 +2840,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--rank", type=_count, default=0, help="a gang's member: run on the host of its node rank (default 0)"
     )
     p.add_argument("command", nargs="*", help="-- program args...")
+
+    p = add(
+        "port-forward",
+        cmd_port_forward,
+        "reach a TCP port inside your running workload from here (TensorBoard, Jupyter): "
+        "fairway port-forward ID 6006, or LOCAL:REMOTE (8888:8889)",
+    )
+    p.add_argument("id", help="your running workload")
+    p.add_argument("ports", metavar="[LOCAL:]REMOTE", help="the workload's port, and the local one if another")
+    p.add_argument("--address", default="127.0.0.1", help="the local address to listen on (default 127.0.0.1)")
+    p.add_argument("--attempt", type=_positive_int, help="its attempt number (default: the latest)")
+    p.add_argument("--rank", type=_count, default=0, help="a gang's member: a port of its node rank's part (default 0)")
 
     p = add("seff", cmd_seff, "how well a workload used its GPUs, like Slurm's seff: utilization, idle, memory")
     p.add_argument("id", help="the workload's id")

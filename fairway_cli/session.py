@@ -51,8 +51,8 @@ class _End:
     refused: SessionRefused | None = None
 
 
-def websocket_url(server: str) -> str:
-    return server.rstrip("/") + "/ws/exec/"
+def websocket_url(server: str, path: str = "/ws/exec/") -> str:
+    return server.rstrip("/") + path
 
 
 def terminal_size(fd: int) -> tuple[int, int]:
@@ -64,9 +64,15 @@ def terminal_size(fd: int) -> tuple[int, int]:
 
 
 def open_session(
-    server: str, token: str, user_agent: str, first: dict[str, Any], timeout: float = 30.0
+    server: str,
+    token: str,
+    user_agent: str,
+    first: dict[str, Any],
+    timeout: float = 30.0,
+    path: str = "/ws/exec/",
 ) -> tuple[WebSocket, dict[str, Any]]:
-    """Connect, send the first frame ``first`` and wait for ``started`` (its frame returned).
+    """Connect to ``path`` (``/ws/exec/``; ``/ws/port-forward/``: :mod:`fairway_cli.portforward`),
+    send the first frame ``first`` and wait for ``started`` or ``checked`` (its frame returned).
 
     Raises:
         SessionRefused: the server's refusal (or ``unauthorized``: HTTP 401/403 at the upgrade).
@@ -75,7 +81,7 @@ def open_session(
     frame = json.dumps(first)
     if len(frame.encode()) > MAX_FIRST_FRAME_BYTES:
         raise SessionRefused("invalid_command", COMMAND_TOO_LONG)
-    ws = WebSocket(websocket_url(server), {"Authorization": f"Token {token}", "User-Agent": user_agent}, timeout)
+    ws = WebSocket(websocket_url(server, path), {"Authorization": f"Token {token}", "User-Agent": user_agent}, timeout)
     try:
         try:
             ws.send_text(frame)
@@ -92,7 +98,7 @@ def open_session(
             frame = json.loads(payload)
             if frame.get("type") == "error":
                 raise SessionRefused(str(frame.get("code")), str(frame.get("message")))
-            if frame.get("type") == "started":
+            if frame.get("type") in ("started", "checked"):
                 return ws, frame
     except BaseException:
         ws.close()

@@ -72,8 +72,9 @@ CLOSE_SUPERSEDED = 4409
 MAX_PENDING_LOG_REQUESTS = 64
 MAX_PENDING_EXECS = 16
 """One-shot commands (``exec``) one connection waits on at once; another is answered ``busy``."""
-MAX_TTY_SESSIONS = 64
-"""Interactive sessions (``exec_tty``) one connection relays at once; another is answered ``busy``."""
+MAX_TTY_SESSIONS = 128
+"""Interactive sessions (``exec_tty``) and forwarded connections (``port_open``) one connection
+relays at once; another is answered ``busy`` (the agent holds 32 sessions and 64 connections)."""
 INBOX_MAX = 256
 """Messages of one connection read and not yet handled; beyond, the socket is read no further
 until one is (an agent sends a heartbeat every few seconds and an event per attempt change)."""
@@ -916,6 +917,12 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 waiting.add(msg.stream, msg.data)
             elif (reader := self.tty_sessions.get(msg.ref)) is not None:
                 await self._to_reader(msg.ref, reader, {"type": "exec.tty.output", "data": msg.data})
+        elif isinstance(msg, protocol.PortData):
+            if (reader := self.tty_sessions.get(msg.ref)) is not None:
+                await self._to_reader(msg.ref, reader, {"type": "port.data", "data": msg.data, "eof": msg.eof})
+        elif isinstance(msg, protocol.ExecAck):  # of a forwarded connection: its reader may send more
+            if (reader := self.tty_sessions.get(msg.ref)) is not None:
+                await self._to_reader(msg.ref, reader, {"type": "port.ack", "bytes": msg.bytes, "chunks": msg.chunks})
         elif isinstance(msg, protocol.ExecResult):
             waiting = self.exec_requests.pop(msg.ref, None)
             if waiting is not None:
@@ -1057,12 +1064,6 @@ class AgentConsumer(AsyncWebsocketConsumer):
         """Group event ``exec.tty.open`` (scheduler.exec_session): ask the agent to open an
         interactive session in an attempt; the reader is told this connection's channel and the
         session's id (``exec.tty.opened``), then gets its output and end from here."""
-        if self.host is None or not self.hello_done or self.closing:
-            return
-        reader = str(event["reply_to"])
-        if len(self.tty_sessions) >= MAX_TTY_SESSIONS:
-            await self.channel_layer.send(reader, {"type": "exec.tty.end", "error": "busy"})
-            return
         msg = protocol.ExecTty(
             attempt_id=int(event["attempt_id"]),
             command=[str(word) for word in event["command"]],
@@ -1070,6 +1071,29 @@ class AgentConsumer(AsyncWebsocketConsumer):
             cols=int(event["cols"]),
             idle_s=int(event["idle_s"]),
         )
+        await self._open_stream(str(event["reply_to"]), msg)
+
+    async def port_open(self, event: dict[str, Any]) -> None:
+        """Group event ``port.open`` (scheduler.port_forward): ask the agent to connect to a port in
+        an attempt and relay that connection, as :meth:`exec_tty_open` does a session."""
+        msg = protocol.PortOpen(
+            attempt_id=int(event["attempt_id"]), port=int(event["port"]), idle_s=int(event["idle_s"])
+        )
+        await self._open_stream(str(event["reply_to"]), msg)
+
+    async def port_data(self, event: dict[str, Any]) -> None:
+        if int(event["ref"]) in self.tty_sessions:
+            msg = protocol.PortData(ref=int(event["ref"]), data=str(event["data"]), eof=bool(event["eof"]))
+            await self.send_msg(msg)
+
+    async def _open_stream(self, reader: str, msg: protocol.ExecTty | protocol.PortOpen) -> None:
+        """Send the agent ``msg`` (a session's or a forwarded connection's open) for ``reader``,
+        which is told this connection's channel and the stream's id (``exec.tty.opened``)."""
+        if self.host is None or not self.hello_done or self.closing:
+            return
+        if len(self.tty_sessions) >= MAX_TTY_SESSIONS:
+            await self.channel_layer.send(reader, {"type": "exec.tty.end", "error": "busy"})
+            return
         try:
             protocol.encode(msg)
         except protocol.ProtocolError as exc:

@@ -28,7 +28,9 @@ A reader gone without a word (exl61): an idle one's socket is closed by the web 
 (uvicorn's pings, ``scheduler.management.commands.serve``: within 3 minutes); one whose socket's
 buffers are full never answers, and the keepalive's close waits on those buffers, so a send that
 waited :data:`READER_STALL_S` ends the session. A web process holds at most
-``FAIRWAY_EXEC_MAX_SESSIONS`` sessions, one person at most half (:func:`agent.protocol.one_persons_share`).
+``FAIRWAY_EXEC_MAX_SESSIONS`` sessions, one person at most half (:func:`agent.protocol.one_persons_share`);
+``fairway port-forward``'s connections (:mod:`scheduler.port_forward`) count in the same, and share
+the token's recheck, the stalled reader's end and the abandon of one whose id had not come.
 """
 
 from __future__ import annotations
@@ -65,24 +67,26 @@ ends: the keepalive's bound on an idle reader gone (180 s), so an abandoned sess
 either way."""
 
 _held: dict[int, int] = {}
-"""Sessions this web process holds, by user (``FAIRWAY_EXEC_MAX_SESSIONS``)."""
+"""Sessions and forwarded connections this web process holds, by user (``FAIRWAY_EXEC_MAX_SESSIONS``)."""
 
 
 def sessions_held() -> int:
-    """Interactive sessions this web process holds now."""
+    """Interactive sessions and forwarded connections this web process holds now."""
     return sum(_held.values())
 
 
 def _take_session(user_id: int) -> None:
-    """Count a session of ``user_id``'s: 429 ``exec_busy`` past ``FAIRWAY_EXEC_MAX_SESSIONS`` or,
-    of them, one person's share (as the one-shot commands' slots, ``scheduler.execs``)."""
+    """Count a session (or forwarded connection, one count) of ``user_id``'s: 429 ``exec_busy``
+    past ``FAIRWAY_EXEC_MAX_SESSIONS`` or, of them, one person's share (as the one-shot commands'
+    slots, ``scheduler.execs``)."""
     cap = int(settings.FAIRWAY_EXEC_MAX_SESSIONS)
     mine = _held.get(user_id, 0)
     if mine >= one_persons_share(cap):
         raise ServiceError(
             "exec_busy",
             None,
-            f"You hold {mine} interactive session(s) on this server already, as many as one person may at once; "
+            f"You hold {mine} interactive session(s) and forwarded connection(s) on this server already, "
+            "as many as one person may at once; "
             "try again when one has ended.",
             status=429,
         )
@@ -90,7 +94,8 @@ def _take_session(user_id: int) -> None:
         raise ServiceError(
             "exec_busy",
             None,
-            f"This server holds {cap} interactive session(s), as many as it may at once; try again shortly.",
+            f"This server holds {cap} interactive session(s) and forwarded connection(s), as many as it may at once; "
+            "try again shortly.",
             status=429,
         )
     _held[user_id] = mine + 1
@@ -107,7 +112,7 @@ def _token_user(header: str) -> Any:
 
 
 @agent_db
-def _target(user: Any, data: Any) -> execs.TtyTarget:
+def _tty_target(user: Any, data: Any) -> execs.TtyTarget:
     return execs.tty_target(user, data)
 
 
@@ -118,12 +123,52 @@ def _authorization(scope: dict[str, Any]) -> str:
     return ""
 
 
-class ExecSessionConsumer(AsyncWebsocketConsumer):
-    """One interactive session's websocket at ``/ws/exec/`` (module docstring)."""
+class AttemptStreamConsumer(AsyncWebsocketConsumer):
+    """What an interactive session's websocket (``/ws/exec/``) and a forwarded connection's
+    (``/ws/port-forward/``, :mod:`scheduler.port_forward`) share: the token, the first frame's
+    checks (:meth:`check`), the open through the host's group (:meth:`open_event`), the agent's
+    connection taking it (``exec.tty.opened``) or not (``host_offline``), refusals, the relay to
+    that connection, the close when the reader leaves, the end (``exec.tty.end``); and what ends
+    either early: its token's end (:meth:`_recheck_token`), a reader gone or stalled
+    (:meth:`_to_reader`), one left before its id came (:meth:`_abandon`). Both count in
+    ``FAIRWAY_EXEC_MAX_SESSIONS`` (one count: what it bounds is this process's websockets to
+    attempts, the same for each; a forwarded connection's checks-only frame is not counted)."""
+
+    WHAT = "interactive session"
+    """What it is, in logs and refusals."""
+    NOUN = "session"
+
+    async def check(self, data: Any) -> Any:
+        """The first frame checked for ``self.user``: a target with ``host_id``, ``host_name``
+        (its gang member's), ``number`` (the attempt's), ``wire_id`` and ``workload_id``;
+        ServiceError otherwise."""
+        raise NotImplementedError
+
+    def open_event(self, target: Any) -> dict[str, Any]:
+        """The group event that asks the host's agent connection to open it."""
+        raise NotImplementedError
+
+    async def relay_in(self, text_data: str | None, bytes_data: bytes | None) -> None:
+        """A frame of the reader's once the agent's connection took it."""
+        raise NotImplementedError
+
+    def done_frame(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The reader's last frame, of the agent's end without an error."""
+        raise NotImplementedError
+
+    async def checked_only(self, target: Any) -> bool:
+        """Whether the first frame asked for its checks only (answered here, then closed)."""
+        return False
+
+    def agent_refusal(self, error: str, message: str) -> ServiceError:
+        """The refusal of an ``error`` the agent answered (or ``host_offline``: no answer)."""
+        assert self.target is not None  # noqa: S101 -- only once it was asked for
+        target = self.target
+        return execs.agent_refusal(error, message, target.host_name, target.number, target.workload_id)
 
     async def connect(self) -> None:
         self.user: Any = None
-        self.target: execs.TtyTarget | None = None
+        self.target: Any = None
         self.agent: str | None = None  # the agent connection's channel, once it took the session
         self.ref = 0
         self.ended = False
@@ -132,7 +177,6 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         self.taken = False  # the agent's connection told this one the session's id (or ended it)
         self.open_timer: asyncio.TimerHandle | None = None
         self.recheck: asyncio.Task[None] | None = None
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         await self.accept()
         try:
             self.user = await _token_user(_authorization(self.scope))
@@ -144,8 +188,9 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         agent's consumer: every keystroke would wait there); the database is touched only by the
         :func:`~scheduler.gateway.agent_db` helpers, which close their connections."""
         handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
+        if handler is None:  # another kind of stream's (an agent's answer of the wrong kind): not ours
+            logger.warning("%s: no handler for %s", type(self).__name__, message.get("type"))
+            return
         await handler(message)
 
     async def refuse(self, exc: ServiceError) -> None:
@@ -166,23 +211,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         if self.agent is None:
             return  # nothing is sent before the session started: the client waits for "started"
-        if bytes_data is not None:
-            if len(bytes_data) > MAX_FRAME_BYTES:
-                await self._end_with("input_too_large", f"An input frame is at most {MAX_FRAME_BYTES} bytes.", 400)
-                return
-            text = self.decoder.decode(bytes_data)
-            for at in range(0, len(text), EXEC_CHUNK_BYTES):
-                await self._to_agent({"type": "exec.tty.input", "data": text[at : at + EXEC_CHUNK_BYTES]})
-            return
-        try:
-            control = json.loads(text_data or "")
-            if control.get("type") != "resize":
-                raise ValueError(control.get("type"))
-            rows, cols = int(control["rows"]), int(control["cols"])
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # brk61: rows Infinity
-            return  # not one we know: ignored, as a terminal ignores an unknown escape
-        if 1 <= rows <= 4096 and 1 <= cols <= 4096:
-            await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
+        await self.relay_in(text_data, bytes_data)
 
     async def _open(self, text_data: str | None) -> None:
         self.opening = True
@@ -191,25 +220,21 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         except ValueError:
             data = None
         try:
-            target = await _target(self.user, data)
+            target = await self.check(data)
+        except ServiceError as exc:
+            await self.refuse(exc)
+            return
+        if await self.checked_only(target):  # nothing opened: not counted, nothing to abandon
+            return
+        try:
             _take_session(self.user.pk)
         except ServiceError as exc:
             await self.refuse(exc)
             return
         self.counted = True
         self.target = target  # asked for from here on (a refused one has nothing to abandon)
-        await self.channel_layer.group_send(
-            gateway.host_group(target.host_id),
-            {
-                "type": "exec.tty.open",
-                "attempt_id": target.wire_id,
-                "command": target.command,
-                "rows": target.rows,
-                "cols": target.cols,
-                "idle_s": int(settings.FAIRWAY_EXEC_IDLE_TIMEOUT),
-                "reply_to": self.channel_name,
-            },
-        )
+        event = {**self.open_event(target), "reply_to": self.channel_name}
+        await self.channel_layer.group_send(gateway.host_group(target.host_id), event)
         loop = asyncio.get_running_loop()
         self.open_timer = loop.call_later(OPEN_WAIT_S, lambda: loop.create_task(self._not_taken()))
 
@@ -240,9 +265,7 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
         await self.refuse(ServiceError(code, None, message, status=status))
 
     async def _end_with_agent_error(self, error: str, message: str) -> None:
-        assert self.target is not None  # noqa: S101 -- only once the session was asked for
-        target = self.target
-        await self.refuse(execs.agent_refusal(error, message, target.host_name, target.number, target.workload_id))
+        await self.refuse(self.agent_refusal(error, message))
 
     async def _to_agent(self, event: dict[str, Any]) -> None:
         """``event`` to the agent connection that holds the session; one that cannot be sent (its
@@ -269,10 +292,10 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
                 await _token_user(_authorization(self.scope))
             except ServiceError as exc:
                 if not self.ended:
-                    await self._end_with(exc.code, f"{exc.message} The session was ended.", exc.status)
+                    await self._end_with(exc.code, f"{exc.message} The {self.NOUN} was ended.", exc.status)
                 return
             except Exception:  # noqa: BLE001 -- the database out of reach: the session goes on
-                logger.warning("interactive session: its token could not be checked again", exc_info=True)
+                logger.warning("%s: its token could not be checked again", self.WHAT, exc_info=True)
 
     async def disconnect(self, code: int) -> None:
         if self.open_timer is not None:
@@ -310,9 +333,8 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             await asyncio.wait_for(self.send(text_data=text_data, bytes_data=bytes_data), READER_STALL_S)
         except Exception as exc:
             why = f"took nothing for {READER_STALL_S:g} s" if isinstance(exc, TimeoutError) else "left"
-            logger.info(
-                "interactive session of attempt %s ended: its reader %s", self.target and self.target.wire_id, why
-            )
+            wire_id = self.target and self.target.wire_id
+            logger.info("%s of attempt %s ended: its reader %s", self.WHAT, wire_id, why)
             await self._close_session()
             self.ended = True
             self._release()
@@ -320,14 +342,6 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
                 await asyncio.wait_for(self.close(code=1011), 1)
             return False
         return True
-
-    async def exec_tty_output(self, event: dict[str, Any]) -> None:
-        if self.ended:
-            return
-        data = str(event["data"]).encode()
-        if not await self._to_reader(bytes_data=data):  # waits while the reader's socket buffer is full
-            return
-        await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
 
     async def exec_tty_end(self, event: dict[str, Any]) -> None:
         if self.open_timer is not None:
@@ -343,13 +357,60 @@ class ExecSessionConsumer(AsyncWebsocketConsumer):
             return
         self.ended = True
         self._release()
-        done: dict[str, Any] = {
-            "type": "exit",
-            "exit_code": int(event["exit_code"]),
-            "timed_out": bool(event.get("timed_out")),
-        }
+        done = self.done_frame(event)
         if event.get("message"):  # why the agent ended it (brk61: a paste it did not read, unsaid)
             done["message"] = str(event["message"])
         with contextlib.suppress(Exception):
             await self.send(text_data=json.dumps(done))
             await self.close(code=1000)
+
+
+class ExecSessionConsumer(AttemptStreamConsumer):
+    """One interactive session's websocket at ``/ws/exec/`` (module docstring)."""
+
+    async def connect(self) -> None:
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        await super().connect()
+
+    async def check(self, data: Any) -> execs.TtyTarget:
+        return await _tty_target(self.user, data)
+
+    def open_event(self, target: execs.TtyTarget) -> dict[str, Any]:
+        return {
+            "type": "exec.tty.open",
+            "attempt_id": target.wire_id,
+            "command": target.command,
+            "rows": target.rows,
+            "cols": target.cols,
+            "idle_s": int(settings.FAIRWAY_EXEC_IDLE_TIMEOUT),
+        }
+
+    def done_frame(self, event: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
+
+    async def relay_in(self, text_data: str | None, bytes_data: bytes | None) -> None:
+        if bytes_data is not None:
+            if len(bytes_data) > MAX_FRAME_BYTES:
+                await self._end_with("input_too_large", f"An input frame is at most {MAX_FRAME_BYTES} bytes.", 400)
+                return
+            text = self.decoder.decode(bytes_data)
+            for at in range(0, len(text), EXEC_CHUNK_BYTES):
+                await self._to_agent({"type": "exec.tty.input", "data": text[at : at + EXEC_CHUNK_BYTES]})
+            return
+        try:
+            control = json.loads(text_data or "")
+            if control.get("type") != "resize":
+                raise ValueError(control.get("type"))
+            rows, cols = int(control["rows"]), int(control["cols"])
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # brk61: rows Infinity
+            return  # not one we know: ignored, as a terminal ignores an unknown escape
+        if 1 <= rows <= 4096 and 1 <= cols <= 4096:
+            await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
+
+    async def exec_tty_output(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            return
+        data = str(event["data"]).encode()
+        if not await self._to_reader(bytes_data=data):  # waits while the reader's socket buffer is full
+            return
+        await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})

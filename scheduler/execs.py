@@ -315,14 +315,13 @@ def _tty_size(data: dict[str, Any], name: str, default: int) -> int:
     return value
 
 
-def tty_target(user: Any, data: Any) -> TtyTarget:
-    """The first frame of ``/ws/exec/`` (``{"workload", "attempt", "rank", "command", "tty": true,
-    "rows", "cols"}``) checked for ``user`` as ``POST workloads/{id}/exec/`` is (its codes: ``forbidden``,
-    ``not_running``, ``host_offline``, ``invalid_command``, ``invalid_attempt``; 404 ``not_found``;
-    429 ``throttled``: the session counts in ``FAIRWAY_THROTTLE_EXEC``)."""
+def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[int, int | None, int]:
+    """What a websocket's first frame (``/ws/exec/``, ``/ws/port-forward/``) shares, checked: the
+    throttle (429 ``throttled``: it counts in ``FAIRWAY_THROTTLE_EXEC``), a JSON object of
+    ``fields`` (and ``rank``) only, ``workload`` (an id), ``attempt`` (a number, or null: the
+    latest) and ``rank`` (a gang member's, default 0)."""
     from types import SimpleNamespace
 
-    from agent.protocol import ExecTty
     from config.throttling import ExecRateThrottle
 
     throttle = ExecRateThrottle()
@@ -330,31 +329,85 @@ def tty_target(user: Any, data: Any) -> TtyTarget:
         wait = max(1, int(throttle.wait() or 1))
         raise _refuse("throttled", f"Request was throttled. Expected available in {wait} seconds.", 429)
     if not isinstance(data, dict):
-        raise _refuse("invalid", 'The first frame is a JSON object: {"workload": ID, "command": [...]}.', 400)
-    unknown = sorted(set(data) - {"workload", "attempt", "command", "tty", "rows", "cols", "rank"})
+        raise _refuse("invalid", f"The first frame is a JSON object: {example}.", 400)
+    unknown = sorted(set(data) - fields - {"rank"})
     if unknown:
         raise _refuse("unknown_field", f"Unknown field(s): {', '.join(unknown)}.", 400, unknown[0])
-    if data.get("tty", True) is not True:
-        raise _refuse("invalid_tty", "This websocket opens a terminal (tty: true); without one use POST exec/.", 400)
     pk = data.get("workload")
     if isinstance(pk, bool) or not isinstance(pk, int) or pk < 1:
         raise _refuse("invalid_workload", "The workload is its id (a number).", 400, "workload")
-    command = data.get("command")
-    if (problem := command_problem(command)) is not None:
-        raise _refuse("invalid_command", problem, 400, "command")
     number = data.get("attempt")
     if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
         raise _refuse("invalid_attempt", "The attempt is its number (1, 2, ...).", 400, "attempt")
-    rank = _rank(data)
+    return pk, number, _rank(data)
+
+
+def _session_attempt(user: Any, pk: int, number: int | None, rank: int) -> tuple[Attempt, Host]:
+    """The running attempt of workload ``pk`` its owner ``user`` opens a session in, and its gang
+    member ``rank``'s host (:func:`exec_target`, :func:`exec_host`); 404 ``not_found``."""
+    workload = Workload.objects.filter(pk=pk).select_related("owner").first()
+    if workload is None:
+        raise _refuse("not_found", f"No workload {pk}.", 404)
+    attempt = exec_target(user, workload, number, rank)
+    return attempt, exec_host(attempt, rank)
+
+
+def tty_target(user: Any, data: Any) -> TtyTarget:
+    """The first frame of ``/ws/exec/`` (``{"workload", "attempt", "rank", "command", "tty": true,
+    "rows", "cols"}``) checked for ``user`` as ``POST workloads/{id}/exec/`` is (its codes: ``forbidden``,
+    ``not_running``, ``host_offline``, ``invalid_command``, ``invalid_attempt``, ``invalid_rank``;
+    404 ``not_found``; 429 ``throttled``: the session counts in ``FAIRWAY_THROTTLE_EXEC``)."""
+    from agent.protocol import ExecTty
+
+    fields = {"workload", "attempt", "command", "tty", "rows", "cols"}
+    pk, number, rank = _first_frame(user, data, fields, '{"workload": ID, "command": [...]}')
+    if data.get("tty", True) is not True:
+        raise _refuse("invalid_tty", "This websocket opens a terminal (tty: true); without one use POST exec/.", 400)
+    command = data.get("command")
+    if (problem := command_problem(command)) is not None:
+        raise _refuse("invalid_command", problem, 400, "command")
     rows = _tty_size(data, "rows", TTY_DEFAULT_SIZE[0])
     cols = _tty_size(data, "cols", TTY_DEFAULT_SIZE[1])
     try:
         encode(ExecTty(attempt_id=1, command=list(command), rows=rows, cols=cols, idle_s=1))
     except ProtocolError:
         raise _refuse("invalid_command", COMMAND_TOO_LONG, 400, "command") from None
-    workload = Workload.objects.filter(pk=pk).select_related("owner").first()
-    if workload is None:
-        raise _refuse("not_found", f"No workload {pk}.", 404)
-    attempt = exec_target(user, workload, number, rank)
-    host = exec_host(attempt, rank)
-    return TtyTarget(attempt.wire_id, attempt.number, host.pk, host.name, list(command), rows, cols, workload.pk)
+    attempt, host = _session_attempt(user, pk, number, rank)
+    return TtyTarget(attempt.wire_id, attempt.number, host.pk, host.name, list(command), rows, cols, pk)
+
+
+# --- forwarded connections (``fairway port-forward``, ``/ws/port-forward/``) ----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PortTarget:
+    """Where a forwarded connection goes: the attempt (its wire id and number), its gang member's
+    host (primary key and name), the workload's id and the TCP port inside it."""
+
+    wire_id: int
+    number: int
+    host_id: int
+    host_name: str
+    workload_id: int
+    port: int
+
+
+def port_target(user: Any, data: Any) -> PortTarget:
+    """The first frame of ``/ws/port-forward/`` (``{"workload", "attempt", "rank", "port"}``)
+    checked for ``user`` as an interactive session's is (:func:`tty_target`'s codes and throttle:
+    each forwarded connection counts once in ``FAIRWAY_THROTTLE_EXEC``; ``rank``: a port of that
+    gang member's part); ``invalid_port`` outside 1..65535."""
+    pk, number, rank = _first_frame(user, data, {"workload", "attempt", "port"}, '{"workload": ID, "port": 6006}')
+    port = data.get("port")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise _refuse("invalid_port", "The port is a whole number, 1 to 65535.", 400, "port")
+    attempt, host = _session_attempt(user, pk, number, rank)
+    return PortTarget(attempt.wire_id, attempt.number, host.pk, host.name, pk, port)
+
+
+def port_refused_words(port: int, workload: int, why: str) -> str:
+    """A forwarded connection nothing took (the agent's ``exec_port_refused``)."""
+    return (
+        f"Nothing listens on port {port} in workload {workload} ({why}): start the server there first "
+        "(listening on 127.0.0.1 or 0.0.0.0), or check its port."
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -178,6 +180,16 @@ class Runtime(ABC):
         """
         raise ExecError("unsupported", f"the {type(self).__name__} cannot open a terminal in an attempt")
 
+    async def connect_port(self, attempt_id: int, port: int) -> socket.socket:
+        """A TCP connection to ``port`` on 127.0.0.1 as the running attempt ``attempt_id`` sees it
+        (its network, its owner's identity: ``fairway port-forward``).
+
+        Raises:
+            ExecError: ``port_refused`` (nothing listens there), or it could not be made there
+                (the runtime cannot, or the attempt does not run).
+        """
+        raise ExecError("unsupported", f"the {type(self).__name__} cannot forward a port of an attempt")
+
     def running_ids(self) -> list[int]:
         """Ids of the attempts running now, ascending."""
         return [r.attempt_id for r in self.records() if r.state == "running"]
@@ -185,6 +197,28 @@ class Runtime(ABC):
     def busy_gpu_indices(self) -> set[int]:
         """GPU indices held by running attempts."""
         return {i for r in self.records() if r.state == "running" for i in r.gpu_indices}
+
+
+def handed_connection(mine: socket.socket, port: int, exit_code: int | None, said: str) -> socket.socket:
+    """The connection to ``port`` a helper (the process runtime's exec wrapper, the docker
+    runtime's :data:`agent.runtime.docker.NETNS_CONNECT`) made where the attempt runs and passed
+    over the Unix socket ``mine`` (SCM_RIGHTS), once it ended (``exit_code``; ``said``: its last
+    line of errors).
+
+    Raises:
+        ExecError: none came (``said`` says why).
+    """
+    mine.setblocking(False)
+    try:
+        _msg, fds, _flags, _addr = socket.recv_fds(mine, 16, 1)
+    except OSError:
+        fds = []
+    for extra in fds[1:]:
+        os.close(extra)
+    if not fds:
+        last = f": {said}" if said else ""
+        raise ExecError("failed", f"the connection to port {port} was not handed over (exit {exit_code}){last}")
+    return socket.socket(fileno=fds[0])
 
 
 class StoredRuntime(Runtime):

@@ -23,6 +23,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -30,7 +33,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, RuntimeUnavailable, StoredRuntime, mount_env
+from agent.runtime.base import (
+    AttemptSpec,
+    ExecError,
+    ExecOutcome,
+    RuntimeUnavailable,
+    StoredRuntime,
+    handed_connection,
+    mount_env,
+)
 from agent.runtime.isolation import (
     DEFAULT_PIDS_MAX,
     Identity,
@@ -56,6 +67,50 @@ log = logging.getLogger(__name__)
 LABEL_ATTEMPT = "fairway.attempt"
 LABEL_WORKLOAD = "fairway.workload"
 RUN_DIR_IN_CONTAINER = "/run/fairway"
+
+
+NETNS_CONNECT = r"""
+import array, ctypes, os, socket, sys
+ns, port, uid, gid = map(int, sys.argv[1:5])
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.setns(ns, 0x40000000) != 0:  # CLONE_NEWNET
+    sys.stderr.write("fail cannot enter the container's network namespace: " + os.strerror(ctypes.get_errno()))
+    sys.exit(125)
+os.close(ns)
+if uid >= 0:
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+errors = []
+for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    try:
+        conn = socket.socket(family, socket.SOCK_STREAM)
+        conn.settimeout(10)
+        conn.connect((address, port))
+        break
+    except OSError as e:
+        errors.append(e)
+else:
+    sys.stderr.write("refused " + (errors[0].strerror or str(errors[0])))
+    sys.exit(111)
+socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
+"""
+"""A forwarded connection (``fairway port-forward``) into a container, run as ``python -I -c
+NETNS_CONNECT NS PORT UID GID`` by the agent with a Unix socket as its stdin: it enters the
+container's network namespace (NS: a descriptor of ``/proc/<pid>/ns/net`` of its first process),
+takes the container's user (UID -1: the agent's own), connects to 127.0.0.1 (else ::1) there and
+hands the connected socket to the agent (SCM_RIGHTS): the container's own network, as it sees it."""
+
+
+def _container_ids(user: str) -> tuple[int, int]:
+    """``Config.User`` of a container (``uid[:gid]``, numbers: the runtime sets them) as (uid, gid);
+    (-1, -1) for none (a root container: both consents, docs/isolation.md)."""
+    if not user:
+        return -1, -1
+    uid, _, gid = user.partition(":")
+    if not uid.isdigit() or not (gid or uid).isdigit():
+        raise ExecError("failed", f"the container's user {user!r} is not uid:gid")
+    return int(uid), int(gid or uid)
 
 
 def container_name(attempt_id: int) -> str:
@@ -359,6 +414,50 @@ class DockerRuntime(StoredRuntime):
         container = self.client.containers.create(**kwargs)
         container.start()
         return container
+
+    async def connect_port(self, attempt_id: int, port: int) -> socket.socket:
+        """A TCP connection to ``port`` on 127.0.0.1 in the attempt's container's network namespace,
+        made there as the container's user (:data:`NETNS_CONNECT`) and handed to the agent."""
+        record = self._records.get(attempt_id)
+        if record is None or record.state != "running":
+            raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
+        try:
+            container = await asyncio.to_thread(self.client.containers.get, container_name(attempt_id))
+        except NotFound:
+            raise ExecError("not_running", f"attempt {attempt_id} has no container on this host") from None
+        except (DockerException, OSError) as exc:
+            raise ExecError("failed", f"the engine could not say: {str(exc).splitlines()[0][:500]}") from None
+        pid = int((container.attrs.get("State") or {}).get("Pid") or 0)
+        if pid <= 0:
+            raise ExecError("not_running", f"attempt {attempt_id}'s container is not running")
+        uid, gid = _container_ids((container.attrs.get("Config") or {}).get("User") or "")
+        try:
+            ns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ExecError("failed", f"cannot reach the container's network namespace: {exc}") from None
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-I", "-c", NETNS_CONNECT, str(ns), str(port), str(uid), str(gid),
+                    stdin=theirs.fileno(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    env={"PATH": "/usr/bin:/bin"}, pass_fds=(ns,),
+                )  # fmt: skip
+            except OSError as exc:
+                raise ExecError("failed", f"cannot start the connection's helper: {exc}") from None
+            finally:
+                os.close(ns)
+                theirs.close()
+            _, said_bytes = await proc.communicate()
+            said = said_bytes.decode(errors="replace").strip().splitlines()
+            last = said[-1] if said else ""
+            if last.startswith("refused "):
+                raise ExecError("port_refused", last.removeprefix("refused "))
+            if last.startswith("fail "):
+                raise ExecError("failed", last.removeprefix("fail "))
+            return handed_connection(mine, port, proc.returncode, last)
+        finally:
+            mine.close()
 
     async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
         """Run ``command`` in the attempt's container (the engine's exec: the container's

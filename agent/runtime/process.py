@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from agent.runtime import devices
-from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, StoredRuntime, mount_env
+from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, StoredRuntime, handed_connection, mount_env
 from agent.runtime.isolation import (
     DEFAULT_PATH,
     TMPFS_PRIVATE,
@@ -376,7 +377,11 @@ sys.exit(code)
 # enters it too and forks (pidns61: a namespace is entered by the children), staying outside as the
 # command's parent with its exit code, as ``docker exec``: ``ps`` lists the attempt's processes. A setup step that fails
 # writes "fail <why>" to STATUS and exits 125, the command never run; STATUS is closed by the exec
-# (close-on-exec). Without a cgroup ("reap": the process-tree fallback) it forks before the switch
+# (close-on-exec). A forwarded connection (``port_open``, payload ``connect``: a port) runs no
+# command: as the attempt's identity, from its containment, it connects to that port on 127.0.0.1
+# (else ::1) and hands the connected socket to the agent over its stdin (a Unix socket, SCM_RIGHTS),
+# so that the agent, root, never connects on the owner's behalf; "refused <why>" to STATUS when it
+# cannot. Without a cgroup ("reap": the process-tree fallback) it forks before the switch
 # (in the PID namespace, once entered: a subreaper outside it would not get the orphans there)
 # and stays, as the agent's user, the subreaper of the command, killing what the command left
 # behind when it ends (brk59); a hangup (``SIGHUP``) it passes on to the command.
@@ -391,6 +396,8 @@ go = b"".join(chunks)
 if go[:1] != b"1":
     sys.exit(125)
 go = json.loads(go[1:])
+if go.get("connect"):  # imported as root: the owner may not read the agent's Python
+    import array, socket
 libc = ctypes.CDLL(None, use_errno=True)
 def check(r, what):
     if r != 0:
@@ -499,6 +506,21 @@ try:
 except OSError as e:
     os.write(status, ("fail " + str(e))[:4000].encode(errors="replace"))
     os._exit(125)
+if go.get("connect"):  # fairway port-forward: its connection, made here, handed to the agent on fd 0
+    errors = []
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:  # no getaddrinfo: it would look up the idna codec, which the owner may not read
+            conn = socket.socket(family, socket.SOCK_STREAM)
+            conn.settimeout(10)
+            conn.connect((address, go["connect"]))
+            break
+        except OSError as e:
+            errors.append(e)
+    else:
+        os.write(status, ("refused " + (errors[0].strerror or str(errors[0])))[:4000].encode(errors="replace"))
+        os._exit(111)
+    socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
+    os._exit(0)
 os.set_inheritable(status, False)
 try:
     os.execvpe(cmd[0], cmd, go["env"])
@@ -1076,13 +1098,22 @@ class ProcessRuntime(StoredRuntime):
         self._watch(record)
 
     async def _spawn_exec(
-        self, attempt_id: int, command: list[str], *, stdin: int, stdout: int, stderr: int, tty: bool = False
+        self,
+        attempt_id: int,
+        command: list[str],
+        *,
+        stdin: int,
+        stdout: int,
+        stderr: int,
+        tty: bool = False,
+        connect: int | None = None,
     ) -> tuple[asyncio.subprocess.Process, int]:
         """Start ``command`` in the running attempt ``attempt_id`` as its processes run
         (:data:`_EXEC_WRAPPER`: its cgroups, joined before its go, namespaces, Landlock scope,
         capability bounds, identity, environment, directory; without a cgroup its wrapper stays its
         subreaper, brk59); ``tty``: its stdin, stdout and stderr are a pseudo-terminal's, made its
-        controlling terminal. Returns the process (its own session and process group, kept in
+        controlling terminal; ``connect``: no command, a connection to that port instead (its
+        stdin a Unix socket: :meth:`connect_port`). Returns the process (its own session and process group, kept in
         ``_exec_pids`` until :meth:`_forget_exec`: the attempt's stop and end signal it) and the read
         end of its setup status (:func:`_read_status`).
 
@@ -1154,6 +1185,7 @@ class ProcessRuntime(StoredRuntime):
             raise
         payload = {
             "env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "reap": not ctx.join, "tty": tty,
+            "connect": connect,
         }  # fmt: skip
         await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
         return proc, status_fd
@@ -1241,6 +1273,35 @@ class ProcessRuntime(StoredRuntime):
             raise ExecError("failed", status.removeprefix(b"fail ").decode(errors="replace"))
         log.info("attempt %d: interactive exec %s started", attempt_id, command[:1])
         return session
+
+    async def connect_port(self, attempt_id: int, port: int) -> socket.socket:
+        """A TCP connection to ``port`` on 127.0.0.1 as the running attempt ``attempt_id`` sees it,
+        made by the exec wrapper (:data:`_EXEC_WRAPPER`, payload ``connect``) in the attempt's
+        cgroups and namespaces as its owner, and handed back here over a Unix socket (SCM_RIGHTS)."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                proc, status_fd = await self._spawn_exec(
+                    attempt_id, ["fairway-port-forward"], stdin=theirs.fileno(), stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE, connect=port,
+                )  # fmt: skip
+            finally:
+                theirs.close()
+            try:
+                status = await asyncio.to_thread(_read_status, status_fd)
+                assert proc.stderr is not None  # noqa: S101 -- a PIPE above
+                said = (await proc.stderr.read(4000)).decode(errors="replace").strip().splitlines()
+                await proc.wait()
+            finally:
+                self._forget_exec(attempt_id, proc.pid)
+            why = status.split(b" ", 1)[-1].decode(errors="replace")
+            if status.startswith(b"refused "):
+                raise ExecError("port_refused", why)
+            if status.startswith(b"fail "):
+                raise ExecError("failed", why)
+            return handed_connection(mine, port, proc.returncode, said[-1] if said else "")
+        finally:
+            mine.close()
 
     def _cgroup_name(self, attempt_id: int) -> Path:
         """The attempt's cgroup below the fairway parent, per agent (several agents may share a

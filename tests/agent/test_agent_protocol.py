@@ -39,6 +39,8 @@ from agent.protocol import (
     Message,
     Mount,
     Owner,
+    PortData,
+    PortOpen,
     ProtocolError,
     Start,
     Stop,
@@ -94,6 +96,8 @@ EXAMPLES: list[Message] = [
     ExecResize(ref=11, rows=50, cols=132, id=13),
     ExecAck(ref=11, bytes=4096, chunks=1, id=14),
     ExecClose(ref=11, id=15),
+    PortOpen(attempt_id=5, port=6006, idle_s=3600, id=16),
+    PortData(ref=16, data="aGk=", eof=False, id=17),
 ]
 
 
@@ -143,6 +147,8 @@ def test_every_message_type_has_an_example() -> None:
         "exec_resize",
         "exec_ack",
         "exec_close",
+        "port_open",
+        "port_data",
     }
 
 

@@ -519,3 +519,43 @@ def test_exec_runs_in_the_container_as_its_owner_with_its_env_timeout_and_cap(st
         await rt.close()
 
     run_async(scenario())
+
+
+def test_a_forwarded_port_is_reached_in_the_containers_own_network(state_dir: Path, podman: str) -> None:
+    """``fairway port-forward`` (pf61; docs/jobs.md, "Reach a port in a running workload"): the
+    connection is made in the container's network namespace (its own loopback, where nothing of the
+    host's listens), as the container's user, and handed to the agent; nothing listening there is
+    ``port_refused``; an attempt not running, ``not_running``."""
+    from agent.runtime.base import ExecError
+    from agent.runtime.isolation import Isolation
+
+    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+
+    async def scenario() -> None:
+        rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)
+        rt.on_exit = lambda record: None
+        await rt.recover()
+        script = "echo ready; echo hello-from-the-container | nc -l -p 8317 127.0.0.1; sleep 300"
+        await rt.start(replace(spec(8, script, grace_s=1), owner="iso-alice"))
+        await wait_log(rt, 8, "ready")
+        loop = asyncio.get_running_loop()
+        for _ in range(100):  # nc's listen comes a moment after the echo
+            try:
+                conn = await rt.connect_port(8, 8317)
+                break
+            except ExecError as exc:
+                assert exc.code == "port_refused", exc
+                await asyncio.sleep(0.1)
+        conn.setblocking(False)
+        assert await asyncio.wait_for(loop.sock_recv(conn, 100), 10) == b"hello-from-the-container\n"
+        conn.close()
+        with pytest.raises(ExecError) as refused:
+            await rt.connect_port(8, 8316)
+        assert refused.value.code == "port_refused" and "refused" in str(refused.value).lower()
+        await rt.stop(8, 1)
+        with pytest.raises(ExecError) as ended:
+            await rt.connect_port(8, 8317)
+        assert ended.value.code == "not_running"
+        await rt.close()
+
+    run_async(scenario())

@@ -1,0 +1,188 @@
+"""``fairway port-forward ID [LOCAL:]REMOTE``: a local TCP port that reaches a port inside one's own
+running workload (TensorBoard, Jupyter; ``kubectl port-forward``, ``ssh -L`` through a login node;
+docs/jobs.md, "Reach a port in a running workload"). Each local connection is one websocket to the
+server's ``/ws/port-forward/`` (``scheduler/port_forward.py`` is the other end), its bytes both ways,
+at most a window ahead of the other side's acknowledgements."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
+from fairway_cli import session
+from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
+
+PATH = "/ws/port-forward/"
+POLL_S = 2.0
+"""How often the CLI asks whether the workload still runs (``GET workloads/ID/``)."""
+FATAL = frozenset({"not_running", "not_found", "forbidden", "not_authenticated", "authentication_failed"})
+"""Refusals of one connection that end the forward: every later connection would get them too."""
+
+
+def parse_ports(spec: str) -> tuple[int, int]:
+    """``6006`` → (6006, 6006); ``8888:8889`` → (8888, 8889): the local port, the workload's.
+
+    Raises:
+        ValueError: not one or two whole numbers, 1 to 65535, with ``:`` between.
+    """
+    words = spec.split(":")
+    if len(words) > 2 or not all(word.isdigit() for word in words):
+        raise ValueError(f"{spec!r}: give PORT or LOCAL:REMOTE, e.g. 6006 or 8888:8889")
+    ports = [int(word) for word in words]
+    if not all(1 <= port <= 65535 for port in ports):
+        raise ValueError(f"{spec!r}: a port is a whole number, 1 to 65535")
+    return ports[0], ports[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Where each local connection goes: the server, its token, workload ``workload``'s attempt
+    ``attempt`` (None: the latest), the port ``port`` inside it, of its gang member ``rank``'s part."""
+
+    server: str
+    token: str
+    user_agent: str
+    workload: int
+    attempt: int | None
+    port: int
+    rank: int = 0
+
+    def first(self, check: bool = False) -> dict[str, object]:
+        frame: dict[str, object] = {"workload": self.workload, "attempt": self.attempt, "port": self.port}
+        if self.rank:
+            frame["rank"] = self.rank
+        return {**frame, "check": True} if check else frame
+
+    def check(self) -> dict[str, object]:
+        """The server's checks of a connection, none made (owner, running, port).
+
+        Raises:
+            session.SessionRefused: its refusal, in its words.
+            WebSocketError: the server could not be reached.
+        """
+        ws, frame = session.open_session(self.server, self.token, self.user_agent, self.first(True), path=PATH)
+        ws.close()
+        return frame
+
+
+def relay(ws: WebSocket, conn: socket.socket) -> session.SessionRefused | None:
+    """Relay one local connection ``conn`` over its websocket ``ws`` until both sides have ended
+    (or either broke); the server's refusal of it, if it ended so."""
+    credit = threading.Condition()
+    unacked = [0, 0]  # bytes, frames sent and not yet written in the workload
+    done = threading.Event()
+
+    def up() -> None:
+        try:
+            while True:
+                with credit:
+                    while not done.is_set() and (unacked[0] >= EXEC_TTY_WINDOW or unacked[1] >= EXEC_TTY_WINDOW_CHUNKS):
+                        credit.wait(1.0)
+                    room = min(PORT_CHUNK_BYTES, EXEC_TTY_WINDOW - unacked[0])
+                if done.is_set():
+                    return
+                data = conn.recv(room)
+                if not data:  # the local side ended its sending: so does the workload's connection
+                    ws.send_text(json.dumps({"type": "eof"}))
+                    return
+                with credit:
+                    unacked[0] += len(data)
+                    unacked[1] += 1
+                ws.send_binary(data)
+        except (OSError, WebSocketError):
+            return
+
+    sender = threading.Thread(target=up, name="fairway-port-forward-up", daemon=True)
+    sender.start()
+    refused: session.SessionRefused | None = None
+    try:
+        while True:
+            kind, payload = ws.recv()
+            if kind == OP_BINARY:
+                conn.sendall(payload)
+            elif kind == OP_TEXT:
+                frame = json.loads(payload)
+                if frame.get("type") == "ack":
+                    with credit:
+                        unacked[0] -= int(frame["bytes"])
+                        unacked[1] -= int(frame["chunks"])
+                        credit.notify_all()
+                elif frame.get("type") == "eof":
+                    conn.shutdown(socket.SHUT_WR)
+                elif frame.get("type") == "error":
+                    refused = session.SessionRefused(str(frame.get("code")), str(frame.get("message")))
+            elif kind == OP_CLOSE:
+                break
+    except (OSError, WebSocketError, ValueError, KeyError, TypeError):
+        pass
+    finally:
+        done.set()
+        with credit:
+            credit.notify_all()
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)  # wakes the sender's recv
+        conn.close()
+        ws.close()
+        sender.join(5)
+    return refused
+
+
+def serve(
+    fwd: Forward, listener: socket.socket, err: TextIO, still_running: Callable[[], bool], stop: threading.Event
+) -> str:
+    """Accept local connections on ``listener`` and relay each until ``stop`` is set or the
+    workload no longer runs (``still_running``, every :data:`POLL_S`; the server's words then,
+    returned). Refusals of one connection (nothing listens there) are said and the next waited for."""
+    fatal: list[str] = []
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            err.write(f"fairway: {line}\n")
+            err.flush()
+
+    def end_with(message: str) -> None:
+        with lock:
+            fatal.append(message)
+        stop.set()
+
+    def handle(conn: socket.socket) -> None:
+        try:
+            ws, _started = session.open_session(fwd.server, fwd.token, fwd.user_agent, fwd.first(), path=PATH)
+        except session.SessionRefused as exc:
+            conn.close()
+            (end_with if exc.code in FATAL else say)(exc.message)
+            return
+        except WebSocketError as exc:
+            conn.close()
+            say(f"{fwd.server}: {exc}")
+            return
+        refused = relay(ws, conn)
+        if refused is not None:
+            (end_with if refused.code in FATAL else say)(refused.message)
+
+    next_poll = time.monotonic() + POLL_S
+    while not stop.is_set():
+        if select.select([listener], [], [], 0.2)[0]:
+            with contextlib.suppress(OSError):
+                conn, _ = listener.accept()
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                threading.Thread(target=handle, args=(conn,), name="fairway-port-forward", daemon=True).start()
+        if time.monotonic() >= next_poll:
+            next_poll = time.monotonic() + POLL_S
+            if not still_running():
+                try:  # the server's words of why (exec's: pending, held, finished)
+                    fwd.check()
+                except session.SessionRefused as exc:
+                    end_with(exc.message)
+                except WebSocketError:
+                    pass  # unreachable for a moment: asked again at the next poll
+    return fatal[0] if fatal else ""
