@@ -1362,7 +1362,11 @@ def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> i
     except OSError as exc:
         raise CliError(EXIT_USAGE, f"cannot listen on {args.address}:{local}: {exc.strerror or exc}") from None
     err = getattr(args, "err", None) or sys.stderr
-    out.write(f"Forwarding {args.address}:{local} -> workload {wid} port {remote} (Ctrl-C to stop)\n")
+    if args.json:  # try62: --json printed this text line
+        json.dump({"address": args.address, "port": local, "workload": wid, "remote_port": remote}, out)
+        out.write("\n")
+    else:
+        out.write(f"Forwarding {args.address}:{local} -> workload {wid} port {remote} (Ctrl-C to stop)\n")
     out.flush()
     api = Api(config.server, config.token)
 
@@ -2934,7 +2938,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("share", cmd_share, "the share tree like sshare: shares, usage, EffectvUsage (÷ parent's), ratio, rank")
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
 
-    p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
+    p = add(
+        "metrics",
+        cmd_metrics,
+        "the four-metric pyramid per cluster (availability, occupancy, utilization, impact) and each "
+        "budget's delivered GPU-hours against what it was owed",
+    )
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
     p.add_argument("--days", type=_days_back, default=7.0, help="how far back (default 7, as the metrics page)")
 

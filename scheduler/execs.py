@@ -29,6 +29,12 @@ EXEC_DEFAULT_TIMEOUT_S = 60
 EXEC_FORBIDDEN = (
     "Only the workload's owner may run a command in it: the command runs as the owner, with the owner's secrets."
 )
+PORT_FORBIDDEN = (
+    "Only the workload's owner may reach a port in it: the connection is made as the owner, from inside the workload."
+)
+"""The forward's refusal of anyone else (try62: it said exec's "may run a command in it")."""
+COMMAND_RUNS, PORT_REACHED = "a command runs", "a port is reached"
+"""What :func:`not_running_words` says runs only in a running attempt: exec's, port-forward's."""
 READOPTED_WORDS = (
     "Attempt {number} was started before its agent on host {host} restarted: its environment, secrets "
     "included, was kept only in the memory of the agent that started it (never on disk), so no command can "
@@ -110,14 +116,17 @@ def exec_arguments(data: Any) -> tuple[list[str], int, int | None, int]:
     return list(command), timeout, number, rank
 
 
-def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None, number: int | None) -> str:
+def not_running_words(
+    workload: Workload, attempts: Any, attempt: Attempt | None, number: int | None, what: str = COMMAND_RUNS
+) -> str:
     """``not_running``'s message, saying what to do (try59: "Workload 3 is not running (it has no
     running attempt)" of a finished one): a finished workload's output is in its logs; a pending
-    one waits for its start; a wrong ``attempt`` names the running one; one starting, a moment."""
+    one waits for its start; a wrong ``attempt`` names the running one; one starting, a moment.
+    ``what`` runs only in a running attempt (:data:`COMMAND_RUNS`, :data:`PORT_REACHED`)."""
     pk = workload.pk
     if workload.state in Workload.FINAL_STATES:
         return (
-            f"{already_final_words([workload.state])} A command runs only in a running attempt; "
+            f"{already_final_words([workload.state])} {what[0].upper()}{what[1:]} only in a running attempt; "
             f"its logs keep what it wrote (fairway logs {pk})."
         )
     running = attempts.filter(started_at__isnull=False, ended_at__isnull=True).order_by("-number").first()
@@ -133,11 +142,11 @@ def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None
     if workload.hold in HOLD_WORDS:  # it never starts while held (try60: "try again once it has started")
         who = "an admin releases it" if workload.hold == "admin" else f"it is released (fairway release {pk})"
         return (
-            f"Workload {pk} is pending, {HOLD_WORDS[workload.hold]}: it starts only once {who}, and a command "
-            "runs only in a running attempt."
+            f"Workload {pk} is pending, {HOLD_WORDS[workload.hold]}: it starts only once {who}, and {what} "
+            "only in a running attempt."
         )
     return (
-        f"Workload {pk} is {workload.state}: a command runs only in a running attempt, so try again once it has "
+        f"Workload {pk} is {workload.state}: {what} only in a running attempt, so try again once it has "
         f"started (its estimated start is on its page and in fairway show {pk})."
     )
 
@@ -169,20 +178,20 @@ def exec_host(attempt: Attempt, rank: int = 0) -> Host:
     return host
 
 
-def exec_target(user: Any, workload: Workload, number: int | None, rank: int = 0) -> Attempt:
+def exec_target(user: Any, workload: Workload, number: int | None, rank: int = 0, port: bool = False) -> Attempt:
     """The running attempt (``number``, or the latest) of ``workload`` that its owner ``user`` may
     run a command in, on its gang member ``rank``'s host (:func:`exec_host`): 403 ``forbidden`` for
     anyone else, 409 ``not_running`` (no such attempt running: the agent's confirmed start and no
     end), ``host_offline``; 400 ``invalid_rank``."""
     if workload.owner_id != user.pk:
         # try59: said nobody what to do: the owner may run it (whose name every list shows)
-        raise _refuse(
-            "forbidden", f"{EXEC_FORBIDDEN} To look inside it, ask its owner, {workload.owner.username}.", 403
-        )
+        words = PORT_FORBIDDEN if port else EXEC_FORBIDDEN
+        raise _refuse("forbidden", f"{words} To look inside it, ask its owner, {workload.owner.username}.", 403)
     attempts = Attempt.objects.filter(workload=workload).select_related("host")
     attempt = (attempts.filter(number=number) if number is not None else attempts.order_by("-number")).first()
     if attempt is None or attempt.started_at is None or attempt.ended_at is not None:
-        raise _refuse("not_running", not_running_words(workload, attempts, attempt, number), 409)
+        what = PORT_REACHED if port else COMMAND_RUNS
+        raise _refuse("not_running", not_running_words(workload, attempts, attempt, number, what), 409)
     exec_host(attempt, rank)
     return attempt
 
@@ -342,13 +351,13 @@ def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[
     return pk, number, _rank(data)
 
 
-def _session_attempt(user: Any, pk: int, number: int | None, rank: int) -> tuple[Attempt, Host]:
+def _session_attempt(user: Any, pk: int, number: int | None, rank: int, port: bool = False) -> tuple[Attempt, Host]:
     """The running attempt of workload ``pk`` its owner ``user`` opens a session in, and its gang
     member ``rank``'s host (:func:`exec_target`, :func:`exec_host`); 404 ``not_found``."""
     workload = Workload.objects.filter(pk=pk).select_related("owner").first()
     if workload is None:
         raise _refuse("not_found", f"No workload {pk}.", 404)
-    attempt = exec_target(user, workload, number, rank)
+    attempt = exec_target(user, workload, number, rank, port)
     return attempt, exec_host(attempt, rank)
 
 
@@ -401,7 +410,7 @@ def port_target(user: Any, data: Any) -> PortTarget:
     port = data.get("port")
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise _refuse("invalid_port", "The port is a whole number, 1 to 65535.", 400, "port")
-    attempt, host = _session_attempt(user, pk, number, rank)
+    attempt, host = _session_attempt(user, pk, number, rank, port=True)
     return PortTarget(attempt.wire_id, attempt.number, host.pk, host.name, pk, port)
 
 

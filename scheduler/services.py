@@ -2375,7 +2375,7 @@ def _covers_scheduled_drain(host: Host, state: str, drain_now: bool) -> str:
 
 
 def scheduled_drain_note(before: Host, after: Host) -> str:
-    """What an operator's cordon, drain, drain now or resume of ``before`` (the host as read before
+    """What an operator's cordon, drain, drain now, resume or cancel-drain of ``before`` (the host as read before
     it) did to its scheduled drain, ``after`` being the host it returned: "its drain scheduled at
     08:00:00 UTC is cancelled" (or "stands"), "" when none was scheduled. The one wording of the
     CLI, the API's ``scheduled_drain_change``, the clusters page and the admin (left59: a resume

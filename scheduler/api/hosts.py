@@ -298,7 +298,7 @@ class HostSerializer(serializers.ModelSerializer):
     @extend_schema_field(
         serializers.CharField(
             allow_null=True,
-            help_text="in the answer of a cordon, drain, drain now or resume: what it did to the host's "
+            help_text="in the answer of a cordon, drain, drain now, resume or cancel-drain: what it did to the host's "
             "scheduled drain, in words ('its drain scheduled at 08:00:00 UTC is cancelled' or 'stands'); "
             "null otherwise",
         )
@@ -549,8 +549,9 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         """Cancel the host's scheduled drain, leaving its state as it is (with none scheduled: a
         no-op, ``scheduled_drain`` null). Admins only."""
         host = self.get_object()
-        do_cancel_scheduled_drain(request.user, host, self._reason(request))
-        return self._host(host)
+        after = do_cancel_scheduled_drain(request.user, host, self._reason(request))
+        # try62: the CLI said "no drain scheduled" of a cancelled one, the words of a cancel of none
+        return self._host(host, scheduled_drain_note(host, after))
 
     @extend_schema(request=_reason_body, responses=HostRemovedSerializer)
     @action(detail=True, methods=["post"])

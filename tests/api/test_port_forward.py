@@ -46,7 +46,24 @@ def test_nobody_but_the_owner_may_forward(running, who, request) -> None:
     w, _attempt = running
     frame, code = _run(_answer(token_of(request.getfixturevalue(who)), {"workload": w.pk, "port": 6006}))
     assert (frame["code"], code) == ("forbidden", 4403)
-    assert frame["message"].startswith("Only the workload's owner may")  # exec's words
+    assert frame["message"].startswith("Only the workload's owner may reach a port in it")
+    assert "command" not in frame["message"]  # try62: it said "may run a command in it"
+
+
+def test_not_running_says_a_port_not_a_command(running, researcher, submit_kwargs) -> None:
+    """try62: a forward of a finished or held workload said "A command runs only in a running
+    attempt" (exec's words); the same rule, said of a port."""
+    from scheduler.models import Workload
+
+    token = token_of(researcher)
+    held = do_submit_workload(researcher, **submit_kwargs(hold=True))
+    frame, _code = _run(_answer(token, {"workload": held.pk, "port": 6006}))
+    assert "a port is reached only in a running attempt" in frame["message"], frame
+    Workload.objects.filter(pk=held.pk).update(state="canceled")
+    frame, code = _run(_answer(token, {"workload": held.pk, "port": 6006}))
+    assert (frame["code"], code) == ("not_running", 4409)
+    assert "A port is reached only in a running attempt" in frame["message"], frame
+    assert "command" not in frame["message"]
 
 
 def test_exec_refusals_and_the_check_only_frame(running, researcher, submit_kwargs, monkeypatch) -> None:
