@@ -435,6 +435,15 @@ class DockerRuntime(StoredRuntime):
             ns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise ExecError("failed", f"cannot reach the container's network namespace: {exc}") from None
+        try:  # brk62: the namespace held is the container's only if it still runs with that pid
+            now = await asyncio.to_thread(self.client.containers.get, container_name(attempt_id))
+            state = now.attrs.get("State") or {}
+            same = bool(state.get("Running")) and int(state.get("Pid") or 0) == pid
+        except (DockerException, OSError, ValueError, TypeError):
+            same = False
+        if not same:
+            os.close(ns)
+            raise ExecError("not_running", f"attempt {attempt_id}'s container is not running")
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             try:
