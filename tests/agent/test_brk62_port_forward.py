@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -11,6 +12,15 @@ from typing import Any
 
 import pytest
 from agent_testkit import run_async
+from test_agent_isolation import (  # noqa: F401
+    needs_mount_ns,
+    needs_root,
+    open_state,
+    owner_isolation,
+    runtime,
+    spec,
+    wait_log,
+)
 
 from agent.runtime.base import ExecError, StoredRuntime
 from agent.runtime.docker import DockerRuntime
@@ -48,3 +58,39 @@ def test_a_docker_forward_does_not_enter_the_namespace_of_a_pid_the_container_no
         assert refused.value.code == "not_running"
     finally:
         host_service.close()
+
+
+@needs_root
+@needs_mount_ns
+def test_a_process_forward_reaches_only_a_server_of_the_attempts_owner(open_state: Path) -> None:  # noqa: F811
+    """Attempts share the host's network (docs/isolation.md), so another owner's workload (or a
+    host service) may listen first on the port one forwards (a squatter on 127.0.0.1:8888: the
+    browser's Jupyter token, typed into its page, is the squatter's). A forward is to a port in
+    one's own workload: a server of another uid is refused (``port_refused``), the owner's reached."""
+    squatter = socket.create_server(("127.0.0.1", 0))  # root's, not the owner's
+    taken = squatter.getsockname()[1]
+    probe = socket.create_server(("127.0.0.1", 0))
+    own = probe.getsockname()[1]
+    probe.close()
+    serve = (
+        f"import socket; s = socket.create_server(('127.0.0.1', {own})); print('up', flush=True); "
+        "c, _ = s.accept(); c.sendall(b'mine'); s.accept()"
+    )
+
+    async def scenario() -> None:
+        rt, _exits = runtime(open_state, owner_isolation())
+        await rt.start(spec(1, ["/usr/bin/python3", "-c", serve], owner="pid-alice"))
+        await wait_log(rt, 1, "up")
+        with pytest.raises(ExecError) as refused:
+            (await rt.connect_port(1, taken)).close()
+        assert refused.value.code == "port_refused" and "another user" in str(refused.value), refused.value
+        conn = await rt.connect_port(1, own)
+        conn.setblocking(False)
+        assert await asyncio.wait_for(asyncio.get_running_loop().sock_recv(conn, 10), 10) == b"mine"
+        conn.close()
+        await rt.stop(1, 1)
+
+    try:
+        run_async(scenario(), timeout=40)
+    finally:
+        squatter.close()
