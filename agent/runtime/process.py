@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from agent.runtime import devices
-from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, StoredRuntime, handed_connection, mount_env
+from agent.runtime.base import (
+    PEER_UID_CHECK,
+    AttemptSpec,
+    ExecError,
+    ExecOutcome,
+    StoredRuntime,
+    handed_connection,
+    mount_env,
+)
 from agent.runtime.isolation import (
     DEFAULT_PATH,
     TMPFS_PRIVATE,
@@ -398,6 +406,7 @@ if go[:1] != b"1":
 go = json.loads(go[1:])
 if go.get("connect"):  # imported as root: the owner may not read the agent's Python
     import array, socket
+PEER_UID_CHECK
 libc = ctypes.CDLL(None, use_errno=True)
 def check(r, what):
     if r != 0:
@@ -519,28 +528,8 @@ if go.get("connect"):  # fairway port-forward: its connection, made here, handed
     else:
         os.write(status, ("refused " + (errors[0].strerror or str(errors[0])))[:4000].encode(errors="replace"))
         os._exit(111)
-    # brk62: the host's network is shared, so another uid's server may hold the port (a squatter):
-    # the accepted end's uid, in /proc/net/tcp[6] (addresses as 32-bit words in the host's order)
-    def word(ip, v6):
-        b = socket.inet_pton(socket.AF_INET6 if v6 else socket.AF_INET, ip)
-        return "".join("%08X" % int.from_bytes(b[i:i + 4], sys.byteorder) for i in range(0, len(b), 4))
-    def ends(v6):
-        pairs = ((address, go["connect"]), conn.getsockname()[:2])
-        if v6 and family == socket.AF_INET:
-            pairs = tuple(("::ffff:" + ip, p) for ip, p in pairs)
-        return tuple(f"{word(ip, v6)}:{p:04X}" for ip, p in pairs)
-    whose = set()
-    for name, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
-        if v6 or family == socket.AF_INET:
-            try:
-                with open(name) as table:
-                    rows = [w for w in map(str.split, table.read().splitlines()[1:]) if tuple(w[1:3]) == ends(v6)]
-                whose |= {int(w[7]) for w in rows}
-            except OSError:
-                pass
-    if whose != {os.getuid()}:
-        why = f"uid {min(whose)}" if whose else "its owner unknown"
-        os.write(status, f"refused the server on it is another user's ({why}), not this workload's".encode())
+    if problem := peer_uid_problem(conn, family, address, go["connect"]):
+        os.write(status, ("refused " + problem).encode(errors="replace"))
         os._exit(111)
     socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
     os._exit(0)
@@ -550,7 +539,7 @@ try:
 except OSError as e:
     print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
     os._exit(127 if isinstance(e, FileNotFoundError) else 126)
-"""
+""".replace("PEER_UID_CHECK\n", PEER_UID_CHECK)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,3 +94,25 @@ def test_a_process_forward_reaches_only_a_server_of_the_attempts_owner(open_stat
         run_async(scenario(), timeout=40)
     finally:
         squatter.close()
+
+
+def test_a_docker_forward_on_the_hosts_network_reaches_only_the_containers_users_server(state_dir: Path) -> None:
+    """A gang's part (or ``container_network: host``) shares the host's network: the helper, as
+    the container's user, reached whichever server held the port there (another owner's squatter).
+    There the accepted end must be the container's user's, else ``port_refused``."""
+    if os.geteuid() != 0:
+        pytest.skip("the helper enters a network namespace and takes the container's user: root")
+    squatter = socket.create_server(("127.0.0.1", 0))  # root's, not the container's user's
+    attrs = {"State": {"Pid": os.getpid(), "Running": True}, "Config": {"User": "62050:62050"}}
+    rt = object.__new__(DockerRuntime)
+    StoredRuntime.__init__(rt, state_dir)
+    rt.client = SimpleNamespace(containers=SimpleNamespace(get=lambda _name: SimpleNamespace(id="c1", attrs=attrs)))
+    rt._exits, rt._closed = {}, threading.Event()
+    rt._records[5] = AttemptRecord(attempt_id=5, workload_id=1, state="running")
+    try:
+        with pytest.raises(ExecError) as refused:
+            conn = run_async(rt.connect_port(5, squatter.getsockname()[1]), timeout=20)
+            conn.close()
+        assert refused.value.code == "port_refused" and "another user's (uid 0)" in str(refused.value)
+    finally:
+        squatter.close()
