@@ -199,6 +199,37 @@ class Runtime(ABC):
         return {i for r in self.records() if r.state == "running" for i in r.gpu_indices}
 
 
+PEER_UID_CHECK = r"""
+def peer_uid_problem(conn, family, address, port):
+    # brk62: on the host's shared network another uid's server may hold the port first (a squatter):
+    # the accepted end's uid, from /proc/net/tcp[6] (addresses as 32-bit words in the host's order)
+    def word(ip, v6):
+        b = socket.inet_pton(socket.AF_INET6 if v6 else socket.AF_INET, ip)
+        return "".join("%08X" % int.from_bytes(b[i:i + 4], sys.byteorder) for i in range(0, len(b), 4))
+    def ends(v6):
+        pairs = ((address, port), conn.getsockname()[:2])
+        if v6 and family == socket.AF_INET:
+            pairs = tuple(("::ffff:" + ip, p) for ip, p in pairs)
+        return tuple(f"{word(ip, v6)}:{p:04X}" for ip, p in pairs)
+    whose = set()
+    for name, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        if v6 or family == socket.AF_INET:
+            try:
+                with open(name) as table:
+                    rows = [w for w in map(str.split, table.read().splitlines()[1:]) if tuple(w[1:3]) == ends(v6)]
+                whose |= {int(w[7]) for w in rows}
+            except OSError:
+                pass
+    if whose == {os.getuid()}:
+        return ""
+    why = f"uid {min(whose)}" if whose else "its owner unknown"
+    return f"the server on it is another user's ({why}), not this workload's"
+"""
+"""The check, in a connection's helper (the process runtime's exec wrapper, the docker runtime's
+``NETNS_CONNECT``), that the server its connection reached is its own uid's: ``peer_uid_problem``,
+"" or why not (docs/isolation.md, brk62)."""
+
+
 def handed_connection(mine: socket.socket, port: int, exit_code: int | None, said: str) -> socket.socket:
     """The connection to ``port`` a helper (the process runtime's exec wrapper, the docker
     runtime's :data:`agent.runtime.docker.NETNS_CONNECT`) made where the attempt runs and passed

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.runtime.base import (
+    PEER_UID_CHECK,
     AttemptSpec,
     ExecError,
     ExecOutcome,
@@ -71,7 +72,7 @@ RUN_DIR_IN_CONTAINER = "/run/fairway"
 
 NETNS_CONNECT = r"""
 import array, ctypes, os, socket, sys
-ns, port, uid, gid = map(int, sys.argv[1:5])
+ns, port, uid, gid, shared = map(int, sys.argv[1:6])
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.setns(ns, 0x40000000) != 0:  # CLONE_NEWNET
     sys.stderr.write("fail cannot enter the container's network namespace: " + os.strerror(ctypes.get_errno()))
@@ -93,13 +94,19 @@ for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1"))
 else:
     sys.stderr.write("refused " + (errors[0].strerror or str(errors[0])))
     sys.exit(111)
+PEER_UID_CHECK
+if shared and (problem := peer_uid_problem(conn, family, address, port)):  # the host's network (brk62)
+    sys.stderr.write("refused " + problem)
+    sys.exit(111)
 socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
-"""
+""".replace("PEER_UID_CHECK\n", PEER_UID_CHECK)
 """A forwarded connection (``fairway port-forward``) into a container, run as ``python -I -c
-NETNS_CONNECT NS PORT UID GID`` by the agent with a Unix socket as its stdin: it enters the
+NETNS_CONNECT NS PORT UID GID SHARED`` by the agent with a Unix socket as its stdin: it enters the
 container's network namespace (NS: a descriptor of ``/proc/<pid>/ns/net`` of its first process),
 takes the container's user (UID -1: the agent's own), connects to 127.0.0.1 (else ::1) there and
-hands the connected socket to the agent (SCM_RIGHTS): the container's own network, as it sees it."""
+hands the connected socket to the agent (SCM_RIGHTS): the container's own network, as it sees it.
+SHARED 1: that network is the host's (a gang's part, ``container_network: host``), where another
+uid's server may hold the port: one not of the container's user is refused (``PEER_UID_CHECK``)."""
 
 
 def _container_ids(user: str) -> tuple[int, int]:
@@ -435,11 +442,23 @@ class DockerRuntime(StoredRuntime):
             ns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise ExecError("failed", f"cannot reach the container's network namespace: {exc}") from None
+        try:  # brk62: the namespace held is the container's only if it still runs with that pid
+            now = await asyncio.to_thread(self.client.containers.get, container_name(attempt_id))
+            state = now.attrs.get("State") or {}
+            same = bool(state.get("Running")) and int(state.get("Pid") or 0) == pid
+        except (DockerException, OSError, ValueError, TypeError):
+            same = False
+        shared = 0
+        if not same:
+            os.close(ns)
+            raise ExecError("not_running", f"attempt {attempt_id}'s container is not running")
+        with contextlib.suppress(OSError):  # the agent's network: the host's, shared by other owners' work
+            shared = int(os.fstat(ns).st_ino == os.stat("/proc/self/ns/net").st_ino)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-I", "-c", NETNS_CONNECT, str(ns), str(port), str(uid), str(gid),
+                    sys.executable, "-I", "-c", NETNS_CONNECT, str(ns), str(port), str(uid), str(gid), str(shared),
                     stdin=theirs.fileno(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                     env={"PATH": "/usr/bin:/bin"}, pass_fds=(ns,),
                 )  # fmt: skip

@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from agent.runtime import devices
-from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, StoredRuntime, handed_connection, mount_env
+from agent.runtime.base import (
+    PEER_UID_CHECK,
+    AttemptSpec,
+    ExecError,
+    ExecOutcome,
+    StoredRuntime,
+    handed_connection,
+    mount_env,
+)
 from agent.runtime.isolation import (
     DEFAULT_PATH,
     TMPFS_PRIVATE,
@@ -398,6 +406,7 @@ if go[:1] != b"1":
 go = json.loads(go[1:])
 if go.get("connect"):  # imported as root: the owner may not read the agent's Python
     import array, socket
+PEER_UID_CHECK
 libc = ctypes.CDLL(None, use_errno=True)
 def check(r, what):
     if r != 0:
@@ -519,6 +528,9 @@ if go.get("connect"):  # fairway port-forward: its connection, made here, handed
     else:
         os.write(status, ("refused " + (errors[0].strerror or str(errors[0])))[:4000].encode(errors="replace"))
         os._exit(111)
+    if problem := peer_uid_problem(conn, family, address, go["connect"]):
+        os.write(status, ("refused " + problem).encode(errors="replace"))
+        os._exit(111)
     socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
     os._exit(0)
 os.set_inheritable(status, False)
@@ -527,7 +539,7 @@ try:
 except OSError as e:
     print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
     os._exit(127 if isinstance(e, FileNotFoundError) else 126)
-"""
+""".replace("PEER_UID_CHECK\n", PEER_UID_CHECK)
 
 
 @dataclass(frozen=True, slots=True)
