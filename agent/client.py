@@ -92,6 +92,19 @@ Of them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_bu
 MAX_PORTS = 64
 """Forwarded connections (``port_open``: ``fairway port-forward``) one agent holds at once; another is
 answered ``busy``. Of them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy``)."""
+
+
+def _slot_refusal(held: int, mine: int, cap: int, what: str, verb: str, ref: int) -> Error | None:
+    """The refusal of one more of ``what`` (commands, sessions, forwarded connections) past the
+    agent's ``cap`` of them (``busy``) or, of them, past one owner's share (``owner_busy``, left60:
+    one owner's ``sleep 600`` held every slot); None where it is taken."""
+    if held >= cap:
+        return Error(code="busy", message=f"{cap} {what} run here already", ref=ref)
+    if mine >= one_persons_share(cap):
+        return Error(code="owner_busy", message=f"{mine} {what} (half of the {cap} a host {verb} at once)", ref=ref)
+    return None
+
+
 TTY_EXIT_DRAIN_S = 0.2
 """After an interactive command ends, how long its terminal's last output is waited for (a
 background process it left may hold the terminal open for ever: it is killed then)."""
@@ -541,14 +554,10 @@ class Agent:
         elif isinstance(msg, Logs):
             await self._on_logs(msg)
         elif isinstance(msg, Exec):
-            if self._execs >= MAX_EXECS:
-                await self._send(Error(code="busy", message=f"{MAX_EXECS} commands run here already", ref=msg.id))
-                return
             owner = self._exec_owners.get(msg.attempt_id, "")
             mine = self._execs_by_owner.get(owner, 0)
-            if mine >= one_persons_share(MAX_EXECS):  # one owner's sleep 600s held every slot (left60)
-                why = f"{mine} commands (half of the {MAX_EXECS} a host runs at once)"
-                await self._send(Error(code="owner_busy", message=why, ref=msg.id))
+            if refused := _slot_refusal(self._execs, mine, MAX_EXECS, "commands", "runs", msg.id):
+                await self._send(refused)
                 return
             self._execs += 1
             self._execs_by_owner[owner] = mine + 1
@@ -777,14 +786,10 @@ class Agent:
     async def _on_tty_message(self, msg: ExecTty | ExecInput | ExecResize | ExecAck | ExecClose) -> None:
         """An interactive session's messages (``fairway exec -it``: docs/jobs.md)."""
         if isinstance(msg, ExecTty):
-            if len(self._ttys) >= MAX_TTYS:
-                await self._send(Error(code="busy", message=f"{MAX_TTYS} sessions run here already", ref=msg.id))
-                return
             owner = self._exec_owners.get(msg.attempt_id, "")
             mine = sum(1 for t in self._ttys.values() if self._exec_owners.get(t.attempt_id, "") == owner)
-            if mine >= one_persons_share(MAX_TTYS):  # as exec's (left60): one owner's sessions, half at most
-                why = f"{mine} sessions (half of the {MAX_TTYS} a host holds at once)"
-                await self._send(Error(code="owner_busy", message=why, ref=msg.id))
+            if refused := _slot_refusal(len(self._ttys), mine, MAX_TTYS, "sessions", "holds", msg.id):
+                await self._send(refused)
                 return
             new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s())
             self._ttys[msg.id] = new
@@ -924,15 +929,10 @@ class Agent:
 
     async def _on_port_message(self, msg: PortOpen | PortData | ExecAck | ExecClose) -> None:
         if isinstance(msg, PortOpen):
-            if len(self._ports) >= MAX_PORTS:
-                why = f"{MAX_PORTS} forwarded connections run here already"
-                await self._send(Error(code="busy", message=why, ref=msg.id))
-                return
             owner = self._exec_owners.get(msg.attempt_id, "")
             mine = sum(1 for p in self._ports.values() if self._exec_owners.get(p.attempt_id, "") == owner)
-            if mine >= one_persons_share(MAX_PORTS):  # as exec's and exec_tty's (left60)
-                why = f"{mine} forwarded connections (half of the {MAX_PORTS} a host holds at once)"
-                await self._send(Error(code="owner_busy", message=why, ref=msg.id))
+            if refused := _slot_refusal(len(self._ports), mine, MAX_PORTS, "forwarded connections", "holds", msg.id):
+                await self._send(refused)
                 return
             new = _Port(msg.attempt_id, float(msg.idle_s), monotonic_s())
             self._ports[msg.id] = new

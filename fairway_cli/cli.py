@@ -1318,14 +1318,20 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
         )
         return session.relay(ws, stdin_fd, sys.stdout.buffer, raw=True)
     except session.SessionRefused as exc:
-        if exc.code in ("not_authenticated", "authentication_failed"):
-            raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`") from None
-        # try60: names the flag typed (--attempt), as the one-shot's refusal does; exl61: and its
-        # code, in the one-shot's words (_error_text), where the server refused
-        said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
-        raise CliError(EXIT_API, f"workload {wid}: {in_flags(said)}", exc.code) from None
+        raise _stream_refusal(exc, wid) from None
     except WebSocketError as exc:
         raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
+
+
+def _stream_refusal(exc: Any, wid: int) -> CliError:
+    """The CLI's error for a stream to a workload the server refused (``fairway exec -it``,
+    ``fairway port-forward``: a :class:`fairway_cli.session.SessionRefused`): try60, the flag typed
+    (``--attempt``) as the one-shot's refusal names it; exl61, the server's code in the one-shot's
+    words (:func:`_error_text`) where the server refused."""
+    if exc.code in ("not_authenticated", "authentication_failed"):
+        return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
+    said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
+    return CliError(EXIT_API, f"workload {wid}: {in_flags(said)}", exc.code)
 
 
 def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -1349,11 +1355,7 @@ def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> i
     try:
         fwd.check()
     except session.SessionRefused as exc:
-        if exc.code in ("not_authenticated", "authentication_failed"):
-            raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`") from None
-        # as exec -it's (exl61): the flag typed, and the server's code in the one-shot's words
-        said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
-        raise CliError(EXIT_API, f"workload {wid}: {in_flags(said)}", exc.code) from None
+        raise _stream_refusal(exc, wid) from None
     except WebSocketError as exc:
         raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
     family = socket.AF_INET6 if ":" in args.address else socket.AF_INET
