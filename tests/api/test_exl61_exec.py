@@ -25,6 +25,20 @@ __all__ = ["agent_answers", "running"]  # fixtures, used by name
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
+async def _started(
+    layer: Any, agent: str, token: str, frame: dict[str, Any], ref: int
+) -> tuple[WebsocketCommunicator, str]:
+    """A session opened with ``frame``, taken by the fake agent's connection as ``ref``, started; and
+    its consumer's channel."""
+    comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
+    assert (await comm.connect())[0]
+    await comm.send_to(text_data=json.dumps(frame))
+    opened = await asyncio.wait_for(layer.receive(agent), 10)
+    await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": ref})
+    assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
+    return comm, opened["reply_to"]
+
+
 @pytest.fixture
 def gang(researcher: Any, cluster: Any, submit_kwargs: Any) -> tuple[Any, Attempt, list[Host]]:
     """A running 16-GPU gang of the researcher's on a100-1 and a100-2: its hosts, rank 0 first."""
@@ -118,12 +132,7 @@ def test_a_web_process_holds_a_bounded_number_of_sessions(running, researcher, s
 
     async def run() -> None:
         layer, agent = await _fake_agent(attempt.host_id)
-        comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
-        assert (await comm.connect())[0]
-        await comm.send_to(text_data=json.dumps(first_frame(w)))
-        opened = await asyncio.wait_for(layer.receive(agent), 10)
-        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 3})
-        assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
+        comm, reply_to = await _started(layer, agent, token, first_frame(w), ref=3)
         frame, code = await _refused(token, first_frame(w))
         assert (frame["code"], code) == ("exec_busy", 4429), frame
         assert "FAIRWAY_EXEC_MAX_SESSIONS" not in frame["message"] and "1 interactive session" in frame["message"]
@@ -149,19 +158,14 @@ def test_a_reader_that_stopped_reading_ends_the_session_within_a_bound(running, 
 
     async def run() -> None:
         layer, agent = await _fake_agent(attempt.host_id)
-        comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
-        assert (await comm.connect())[0]
-        await comm.send_to(text_data=json.dumps(first_frame(w)))
-        opened = await asyncio.wait_for(layer.receive(agent), 10)
-        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 4})
-        assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
+        comm, reply_to = await _started(layer, agent, token, first_frame(w), ref=4)
 
         async def stuck(self: Any, text_data: Any = None, bytes_data: Any = None, close: Any = False) -> None:
             if bytes_data is not None:
                 await asyncio.sleep(3600)  # uvicorn's send waiting for a buffer that never drains
 
         monkeypatch.setattr(exec_session.ExecSessionConsumer, "send", stuck)
-        await layer.send(opened["reply_to"], {"type": "exec.tty.output", "data": "x" * 100})
+        await layer.send(reply_to, {"type": "exec.tty.output", "data": "x" * 100})
         got = await asyncio.wait_for(layer.receive(agent), 5)
         assert (got["type"], got["ref"]) == ("exec.tty.close", 4)
         await comm.disconnect()
@@ -178,19 +182,14 @@ def test_a_send_to_a_reader_gone_meanwhile_closes_the_session(running, researche
 
     async def run() -> None:
         layer, agent = await _fake_agent(attempt.host_id)
-        comm = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
-        assert (await comm.connect())[0]
-        await comm.send_to(text_data=json.dumps(first_frame(w)))
-        opened = await asyncio.wait_for(layer.receive(agent), 10)
-        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 5})
-        assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
+        comm, reply_to = await _started(layer, agent, token, first_frame(w), ref=5)
         assert exec_session.sessions_held() == 1
 
         async def lost(self: Any, text_data: Any = None, bytes_data: Any = None, close: Any = False) -> None:
             raise OSError("ClientDisconnected")  # uvicorn's is an OSError
 
         monkeypatch.setattr(exec_session.ExecSessionConsumer, "send", lost)
-        await layer.send(opened["reply_to"], {"type": "exec.tty.output", "data": "x"})
+        await layer.send(reply_to, {"type": "exec.tty.output", "data": "x"})
         got = await asyncio.wait_for(layer.receive(agent), 5)
         assert (got["type"], got["ref"]) == ("exec.tty.close", 5)
         assert exec_session.sessions_held() == 0
