@@ -335,9 +335,9 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
             why = f"took nothing for {READER_STALL_S:g} s" if isinstance(exc, TimeoutError) else "left"
             wire_id = self.target and self.target.wire_id
             logger.info("%s of attempt %s ended: its reader %s", self.WHAT, wire_id, why)
+            self._release()  # before the agent is told: it may answer before this task runs again
             await self._close_session()
             self.ended = True
-            self._release()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.close(code=1011), 1)
             return False
