@@ -302,10 +302,10 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
             self.open_timer.cancel()
         if self.recheck is not None:
             self.recheck.cancel()
+        self._release()  # first, as in _to_reader
         await self._close_session()  # the agent hangs the terminal up, kills its process tree
         await self._abandon()  # one whose id did not come yet
         self.ended = True
-        self._release()
 
     # --- from the agent's connection (scheduler.consumers.AgentConsumer) ---
 
