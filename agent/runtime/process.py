@@ -49,8 +49,10 @@ from agent.runtime.isolation import (
     apply_limits,
     attempt_env,
     cgroup_out_of_memory,
+    cgroup_pids,
     cgroup_pids_limit,
     deny_devices_v1,
+    descendants,
     devices_v1_cgroup,
     kill_cgroup,
     kill_tree,
@@ -556,6 +558,8 @@ class ProcessRuntime(StoredRuntime):
                 if record.cgroup and record.boot_id == self.boot_id:
                     remove_cgroup(Path(record.cgroup), parent_too=True)  # what outlived its wrapper
                     self._remove_limit_cgroups(record.attempt_id)
+                if record.boot_id == self.boot_id:
+                    self._reclaim_gpus(record)
                 self._finish(record, returncode=None)
                 log.info(
                     "attempt %d ended while the agent was away (exit code %s)", record.attempt_id, record.exit_code
@@ -1174,6 +1178,42 @@ class ProcessRuntime(StoredRuntime):
             else:
                 kill_tree(exec_pid, sig)
 
+    def _gpu_devices(self, indices: Collection[int]) -> set[devices.Device]:
+        """The character devices of the GPUs ``indices`` (their nodes in ``gpu_nodes``)."""
+        return set(devices.char_devices(self.gpu_nodes[i] for i in indices if i in self.gpu_nodes))
+
+    def _reclaim_gpus(self, record: AttemptRecord) -> None:
+        """Kill every process of the ended attempt's owner that still holds one of its GPUs'
+        devices (a descriptor, or a mapping) outside a running attempt given that GPU (pid63,
+        docs/isolation.md): a descriptor passed out of the attempt over a Unix socket (to another
+        attempt of the owner, or the owner's login) outlived it, and with it the GPU, which goes to
+        the next workload. The device filter checks opens only. The attempt's own processes are
+        gone (its cgroup, or its tree, killed); an agent's own identity (``mode: agent``) and root
+        are not swept: their processes are the host's (NVML, the agent itself)."""
+        uid = record.uid
+        theirs = self._gpu_devices(record.gpu_indices) if self.isolation.is_root else set()
+        if uid is None or uid == 0 or uid == os.geteuid() or not theirs:
+            return
+        given: set[int] = set()  # the processes of running attempts given one of those GPUs (shared)
+        for other in list(self._records.values()):
+            if other.attempt_id == record.attempt_id or other.state != "running" or other.pid is None:
+                continue
+            if theirs & self._gpu_devices(other.gpu_indices):
+                given.update(cgroup_pids(Path(other.cgroup)) if other.cgroup else [other.pid, *descendants(other.pid)])
+        for _ in range(5):  # a holder may pass it on meanwhile: until none is left
+            found = {pid: dev for pid, dev in devices.holders(theirs, uid).items() if pid not in given}
+            if not found:
+                return
+            for pid, (major, minor) in found.items():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                log.warning(
+                    "attempt %d: killed process %d (uid %d), which held its GPU's device %d:%d past its end "
+                    "(passed out of the attempt: docs/isolation.md)",
+                    record.attempt_id, pid, uid, major, minor,
+                )  # fmt: skip
+            time.sleep(0.01)
+
     def _watch(self, record: AttemptRecord) -> None:
         task = asyncio.get_running_loop().create_task(self._wait_exit(record), name=f"attempt-{record.attempt_id}")
         self._watchers[record.attempt_id] = task
@@ -1219,6 +1259,7 @@ class ProcessRuntime(StoredRuntime):
         if record.cgroup:
             await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
         await asyncio.to_thread(self._remove_limit_cgroups, record.attempt_id)
+        await asyncio.to_thread(self._reclaim_gpus, record)  # before its end is reported: its GPUs go on
         await asyncio.to_thread(_remove_var_tmp, record)  # scratch data can be large: not in the loop
         await asyncio.to_thread(_remove_run_scratch, self.store.run_dir(record.attempt_id))
         returncode = proc.wait() if proc is not None else None

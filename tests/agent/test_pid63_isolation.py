@@ -7,12 +7,18 @@ processes, as root."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
+import stat
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from agent_testkit import (
     MARKERS,
+    host_scratch_dir,
     kill_markers,
     log_of,
     needs_mount_ns,
@@ -22,6 +28,7 @@ from agent_testkit import (
     run_async,
     runtime,
     spec,
+    wait_log,
 )
 
 from agent.runtime import process
@@ -123,3 +130,160 @@ def test_without_a_pid_namespace_an_attempt_sees_no_process_of_another_user(
         run_async(scenario())
     finally:
         kill_markers()
+
+
+# --- 4: a GPU's device passed out of an attempt -------------------------------------------------------
+
+# GPU 0's node, opened in attempt 1 (its own GPU), handed over a pathname socket (Landlock scopes
+# abstract ones only; a file in a directory its owner may write) to attempt 2 of the same owner,
+# given GPU 1 only: the device filter checks opens, not descriptors.
+SEND = """
+import os, socket, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for _ in range(250):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sys.argv[2])
+        break
+    except OSError:
+        time.sleep(0.02)
+socket.send_fds(s, [b"gpu"], [fd])
+print("sent", flush=True)
+"""
+RECEIVE = """
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen()
+conn, _ = s.accept()
+msg, fds, _flags, _addr = socket.recv_fds(conn, 16, 1)
+print("got", msg.decode(), len(fds), flush=True)
+time.sleep(60)
+"""
+
+
+def _holders(rdev: int, uid: int) -> list[int]:
+    """The processes of ``uid`` holding a descriptor of the character device ``rdev``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if int(Path(f"/proc/{entry}/status").read_text().split("\nUid:")[1].split()[0]) != uid:
+                continue
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    st = os.stat(f"/proc/{entry}/fd/{fd}")
+                    if stat.S_ISCHR(st.st_mode) and st.st_rdev == rdev:
+                        found.append(int(entry))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+@pytest.fixture
+def gpu_dir() -> Iterator[Path]:
+    """Two GPUs' nodes under ``dev/`` (character devices that open without a driver: /dev/full's
+    and /dev/zero's numbers, mode 0666 as the driver's) and ``shared/`` (1777, as a shared scratch
+    directory), outside the private /tmp."""
+    base = host_scratch_dir("fw-pid63-")
+    (base / "dev").mkdir(mode=0o755)
+    for i, (major, minor) in enumerate(((1, 7), (1, 5))):
+        os.mknod(base / "dev" / f"nvidia{i}", 0o20666, os.makedev(major, minor))
+        os.chmod(base / "dev" / f"nvidia{i}", 0o666)  # noqa: S103 -- as the driver installs them
+    (base / "shared").mkdir()
+    os.chmod(base / "shared", 0o1777)  # noqa: S103 -- as /scratch
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_gpu_device_passed_out_of_an_attempt_does_not_outlive_it(
+    open_state: Path, gpu_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """iso58's open gap: attempt 1 opens its GPU's node and passes the descriptor to attempt 2 of
+    the same owner (given another GPU) over a pathname socket; when attempt 1 ends, its GPU goes to
+    another workload, but attempt 2 still held it. Now no process of the owner holds it once the
+    attempt's end is reported: the agent kills each one that does outside an attempt given it."""
+    nodes = {i: str(gpu_dir / "dev" / f"nvidia{i}") for i in (0, 1)}
+    sock = str(gpu_dir / "shared" / "pass.sock")
+    rdev = os.stat(nodes[0]).st_rdev
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation(), gpu_nodes=nodes)
+        two = replace(spec(2, ["python3", "-c", RECEIVE, sock], owner="pid-alice"), gpu_indices=[1], gpu_uuids=["G1"])
+        b = await rt.start(two)
+        await rt.start(spec(1, ["python3", "-c", SEND, nodes[0], sock], owner="pid-alice"))
+        await wait_log(rt, 2, "got gpu 1", within=10)
+        done = await asyncio.wait_for(exits.get(), 15)
+        assert done.attempt_id == 1 and done.exit_code == 0 and "sent" in log_of(rt, 1), log_of(rt, 1)
+        assert b.uid is not None
+        assert _holders(rdev, b.uid) == [], "a process of the owner still holds the ended attempt's GPU"
+        done = await asyncio.wait_for(exits.get(), 10)  # the holder was attempt 2's command
+        assert done.attempt_id == 2 and done.exit_code == 128 + 9, log_of(rt, 2)
+
+    held = os.open(nodes[0], os.O_RDONLY)  # root's (as NVML's in the agent, a host daemon's): kept
+    try:
+        run_async(scenario(), timeout=40)
+        assert os.fstat(held).st_rdev == rdev
+    finally:
+        os.close(held)
+    assert "held its GPU's device 1:7 past its end" in caplog.text, caplog.text
+
+
+# --- 3: what an attempt still sees of another: /proc/net/unix, the cgroup tree -------------------------
+
+LISTEN = """
+import socket, time
+s = socket.socket(socket.AF_UNIX)
+s.bind("\\0pid63-alices-abstract")
+s.listen()
+print("listening", flush=True)
+time.sleep(60)
+"""
+CONNECT = """
+import socket
+try:
+    socket.socket(socket.AF_UNIX).connect("\\0pid63-alices-abstract")
+    print("CONNECT ok")
+except OSError as e:
+    print("CONNECT", e.errno)
+"""
+
+
+def test_an_attempt_reads_another_attempts_cgroup_counters_but_writes_none(open_state: Path) -> None:
+    """docs/isolation.md, "What the private /proc cannot hide": bob's attempt lists alice's
+    abstract socket in ``/proc/net/unix`` (the host's network namespace, on purpose) but cannot
+    connect to it (where the Landlock scope is had); it reads her attempt's cgroup counters, its
+    ``cgroup.procs`` as zeros (her processes are outside its PID namespace), and writes nothing of
+    it (her attempt runs on)."""
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        a = await rt.start(spec(1, ["python3", "-c", LISTEN], owner="pid-alice"))
+        await wait_log(rt, 1, "listening")
+        cg = a.cgroup
+        probe = 'grep -c "@pid63-alices-abstract" /proc/net/unix | sed "s/^/NAMES /"; python3 -c "$0"; ' + (
+            f'echo "PROCS $(cat {cg}/cgroup.procs | tr "\\n" " ")"; '
+            f'head -1 {cg}/cpu.stat >/dev/null && echo "COUNTERS read"; '
+            f'echo 1 >{cg}/cgroup.kill || echo "KILL refused"; '
+            f'echo $$ >{cg}/cgroup.procs || echo "JOIN refused"'
+            if cg
+            else ""
+        )
+        await rt.start(spec(2, ["sh", "-c", probe, CONNECT], owner="pid-bob"))
+        done = await asyncio.wait_for(exits.get(), 15)
+        out = log_of(rt, 2)
+        assert done.attempt_id == 2 and done.exit_code == 0, out
+        said = {line.partition(" ")[0]: line.partition(" ")[2] for line in out.splitlines()}
+        assert said["NAMES"] == "1", out  # the name: visible
+        if owner_isolation().status()["abstract_sockets"] == "private":
+            assert said["CONNECT"] == "1", out  # EPERM: the Landlock scope
+        if cg:
+            assert said["PROCS"].split() and set(said["PROCS"].split()) == {"0"}, out
+            assert said["COUNTERS"] == "read" and said["KILL"] == "refused" and said["JOIN"] == "refused", out
+        assert "listening" in log_of(rt, 1) and 1 in rt._records and rt._records[1].state == "running"
+        await rt.stop(1, 1)
+
+    run_async(scenario())
