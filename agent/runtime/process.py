@@ -541,8 +541,10 @@ class ProcessRuntime(StoredRuntime):
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def recover(self) -> None:
-        for record in self.store.load_all():
+        records = self.store.load_all()
+        for record in records:  # all known first: an ended attempt's GPU sweep spares the running ones
             self._records[record.attempt_id] = record
+        for record in records:
             if record.state != "running":
                 continue
             alive = (
@@ -558,7 +560,7 @@ class ProcessRuntime(StoredRuntime):
                 if record.cgroup and record.boot_id == self.boot_id:
                     remove_cgroup(Path(record.cgroup), parent_too=True)  # what outlived its wrapper
                     self._remove_limit_cgroups(record.attempt_id)
-                if record.boot_id == self.boot_id:
+                if record.boot_id == self.boot_id:  # ended while the agent was away: its GPUs too
                     self._reclaim_gpus(record)
                 self._finish(record, returncode=None)
                 log.info(

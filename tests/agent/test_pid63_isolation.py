@@ -149,6 +149,8 @@ for _ in range(250):
         time.sleep(0.02)
 socket.send_fds(s, [b"gpu"], [fd])
 print("sent", flush=True)
+while len(sys.argv) > 3 and not os.path.exists(sys.argv[3]):  # until told to end
+    time.sleep(0.02)
 """
 RECEIVE = """
 import os, socket, sys, time
@@ -287,3 +289,34 @@ def test_an_attempt_reads_another_attempts_cgroup_counters_but_writes_none(open_
         await rt.stop(1, 1)
 
     run_async(scenario())
+
+
+def test_a_gpu_device_passed_out_of_an_attempt_that_ended_while_the_agent_was_away_is_reclaimed(
+    open_state: Path, gpu_dir: Path
+) -> None:
+    """The same, for an attempt that ends while no agent watches it: the next agent's recovery
+    sweeps its GPUs before it reports the end."""
+    nodes = {i: str(gpu_dir / "dev" / f"nvidia{i}") for i in (0, 1)}
+    sock, go = str(gpu_dir / "shared" / "pass.sock"), gpu_dir / "shared" / "end"
+    rdev = os.stat(nodes[0]).st_rdev
+
+    async def scenario() -> None:
+        rt, _exits = runtime(open_state, owner_isolation(), gpu_nodes=nodes)
+        two = replace(spec(2, ["python3", "-c", RECEIVE, sock], owner="pid-alice"), gpu_indices=[1], gpu_uuids=["G1"])
+        b = await rt.start(two)
+        a = await rt.start(spec(1, ["python3", "-c", SEND, nodes[0], sock, str(go)], owner="pid-alice"))
+        await wait_log(rt, 2, "got gpu 1", within=10)
+        await rt.close()  # the agent goes away; its attempts run on
+        go.touch()
+        for _ in range(500):
+            if a.pid is None or process.proc_start_time(a.pid) is None:  # gone, or a zombie (no agent waits)
+                break
+            await asyncio.sleep(0.02)
+        assert b.uid is not None and _holders(rdev, b.uid), "attempt 2 should hold GPU 0 until the sweep"
+        again, _ = runtime(open_state, owner_isolation(), gpu_nodes=nodes)
+        await again.recover()
+        assert again._records[1].state == "exited", again._records[1]
+        assert _holders(rdev, b.uid) == [], "a process of the owner still holds the ended attempt's GPU"
+        await again.stop(2, 1)
+
+    run_async(scenario(), timeout=40)
