@@ -1214,7 +1214,10 @@ class ProcessRuntime(StoredRuntime):
                     "(passed out of the attempt: docs/isolation.md)",
                     record.attempt_id, pid, uid, major, minor,
                 )  # fmt: skip
-            time.sleep(0.01)
+            for _ in range(200):  # dead (a zombie has closed its files) before the end is reported
+                if all(proc_start_time(pid) is None for pid in found):
+                    break
+                time.sleep(0.01)
 
     def _watch(self, record: AttemptRecord) -> None:
         task = asyncio.get_running_loop().create_task(self._wait_exit(record), name=f"attempt-{record.attempt_id}")

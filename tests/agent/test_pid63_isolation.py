@@ -312,6 +312,7 @@ def test_a_gpu_device_passed_out_of_an_attempt_that_ended_while_the_agent_was_aw
             if a.pid is None or process.proc_start_time(a.pid) is None:  # gone, or a zombie (no agent waits)
                 break
             await asyncio.sleep(0.02)
+        assert a.pid is not None and process.proc_start_time(a.pid) is None, "attempt 1 never ended"
         assert b.uid is not None and _holders(rdev, b.uid), "attempt 2 should hold GPU 0 until the sweep"
         again, _ = runtime(open_state, owner_isolation(), gpu_nodes=nodes)
         await again.recover()
