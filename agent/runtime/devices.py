@@ -22,7 +22,7 @@ import os
 import platform
 import stat
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 BPF_PROG_LOAD = 5
@@ -116,6 +116,41 @@ def char_devices(nodes: Iterable[str]) -> list[Device]:
         if stat.S_ISCHR(st.st_mode):
             out.add((os.major(st.st_rdev), os.minor(st.st_rdev)))
     return sorted(out)
+
+
+def holders(held: Collection[Device], uid: int) -> dict[int, Device]:
+    """The live processes of ``uid`` (its real, effective, saved or file-system uid) that hold one
+    of the character devices ``held`` open (a descriptor) or mapped (``/proc/<pid>/map_files``,
+    which a descriptor closed after its ``mmap`` leaves): pid → the device. Read as root (another
+    user's ``fd`` and ``map_files`` are root's to list); what cannot be read is skipped."""
+    found: dict[int, Device] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            uids = status.split("\nUid:", 1)[1].split("\n", 1)[0].split()
+        except (OSError, IndexError):
+            continue
+        if str(uid) not in uids:
+            continue
+        for kind in ("fd", "map_files"):
+            try:
+                names = os.listdir(f"/proc/{entry}/{kind}")
+            except OSError:
+                continue
+            for name in names:
+                try:
+                    st = os.stat(f"/proc/{entry}/{kind}/{name}")
+                except OSError:
+                    continue
+                device = (os.major(st.st_rdev), os.minor(st.st_rdev))
+                if stat.S_ISCHR(st.st_mode) and device in held:
+                    found[int(entry)] = device
+                    break
+            if int(entry) in found:
+                break
+    return found
 
 
 def _bpf(cmd: int, attr: ctypes.Array[ctypes.c_char]) -> int:

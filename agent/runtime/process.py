@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from agent.runtime import devices
+from agent.runtime.attempt_init import TMP_FALLBACK
 from agent.runtime.base import (
     PEER_UID_CHECK,
     AttemptSpec,
@@ -48,8 +49,10 @@ from agent.runtime.isolation import (
     apply_limits,
     attempt_env,
     cgroup_out_of_memory,
+    cgroup_pids,
     cgroup_pids_limit,
     deny_devices_v1,
+    descendants,
     devices_v1_cgroup,
     kill_cgroup,
     kill_tree,
@@ -79,11 +82,13 @@ POLL_S = 0.5
 START_CLOSE_S = 10.0
 """How long :meth:`ProcessRuntime.close` waits for starts past their wrapper's spawn, in seconds."""
 
-# The wrapper, run as ``python -I -c _WRAPPER FD STATUS EXIT_FILE UID GID GROUPS COMMAND...`` by the agent
-# (so as the agent's user, usually root) with a fixed environment of the agent's choosing, never the
-# workload's: a workload's LD_PRELOAD, LD_LIBRARY_PATH, GCONV_PATH… would otherwise be obeyed by the
-# dynamic loader of a root process. It reads "1" and the attempt's environment (JSON) from the pipe
-# FD once the agent has put it into the attempt's cgroup, becomes a child subreaper (orphans of the
+# The wrapper, run as ``python -I ATTEMPT_INIT EXIT_FILE -- COMMAND...`` by the agent (so as the agent's
+# user, usually root) with a fixed environment of the agent's choosing, never the workload's: a
+# workload's LD_PRELOAD, LD_LIBRARY_PATH, GCONV_PATH… would otherwise be obeyed by the dynamic loader
+# of a root process. Its command line is what ``ps`` shows as PID 1 in the attempt (pid63: no longer
+# the whole source, ``-c``). It reads "1" and a JSON payload (the attempt's environment, its identity
+# UID GID GROUPS, the number of the pipe STATUS…) from its stdin, a pipe, once the agent has put it
+# into the attempt's cgroup (then /dev/null is its stdin, the command's), becomes a child subreaper (orphans of the
 # attempt stay its descendants), runs the command with that environment (with the attempt's identity
 # when UID is not "-", and no_new_privs), writes the exit code and exit time to EXIT_FILE, kills what
 # is left of the attempt, and exits with the command's code. The command's stdout and stderr are a pipe
@@ -105,267 +110,8 @@ START_CLOSE_S = 10.0
 # the agent reports the start only then.
 # SIGTERM/INT/HUP get a no-op handler (reset to default in the command by exec): the wrapper
 # outlives its command, whom the stop's signal reaches directly.
-_TMP_FALLBACK = b"ok tmpdir"
-"""The wrapper's "ok" where it could not make the private /tmp and set TMPDIR to its fallback."""
-_WRAPPER = r"""
-import contextlib, ctypes, json, os, signal, subprocess, sys, threading, time
-fd, status, exit_file, uid, gid, groups, cmd = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:7], sys.argv[7:]
-chunks = []
-while chunk := os.read(fd, 1 << 16):
-    chunks.append(chunk)
-os.close(fd)
-go = b"".join(chunks)
-if go[:1] != b"1":
-    sys.exit(125)
-go = json.loads(go[1:])
-env, tmp, hide = go["env"], go["tmp"], go["hide"]
-libc = ctypes.CDLL(None, use_errno=True)
-exit_dir, exit_name = os.open(os.path.dirname(exit_file), os.O_PATH | os.O_DIRECTORY), os.path.basename(exit_file)
-def check(r, what):
-    if r != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"{what}: {os.strerror(e)}")
-def as_owner_fs(fn):  # fn() with the owner's uid, gid and groups for its file accesses, then root's again
-    if uid == "-":
-        return fn()
-    saved = os.getgroups()
-    os.setgroups([int(g) for g in groups.split(",") if g] + [int(gid)])
-    libc.setfsgid(int(gid))
-    libc.setfsuid(int(uid))  # leaving fsuid 0 clears the file-system capabilities too
-    try:
-        return fn()
-    finally:
-        libc.setfsuid(0)
-        libc.setfsgid(0)
-        os.setgroups(saved)
-def refuse(why):  # the attempt cannot start: its command never runs
-    os.write(status, ("fail " + why)[:4000].encode(errors="replace"))
-    sys.exit(125)
-def outside(init):  # the wrapper in the host's PID namespace: its init's exit code is its own
-    os.close(status)  # the init's copy says how the setup went
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # as below: the stop reaches the command itself
-        signal.signal(s, lambda *a: None)
-    code = os.waitstatus_to_exitcode(os.waitpid(init, 0)[1])
-    os._exit(128 - code if code < 0 else code)
-if hide.get("unfiltered"):  # the agent could not attach the device filter (docs/isolation.md)
-    print(f"fairway: the host's other GPUs are hidden by path only ({hide['unfiltered']})", file=sys.stderr,
-          flush=True)
-fell_back = init = False  # init: PID 1 of the attempt's own PID namespace (pidns61)
-if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (docs/isolation.md)
-    made = False
-    try:
-        here = os.getcwd()
-        # A mount namespace and, as a container's private IPC, an IPC namespace (System V shared memory,
-        # semaphores, message queues): both die with the attempt's last process.
-        check(libc.unshare(0x00020000 | 0x08000000), "unshare(CLONE_NEWNS|CLONE_NEWIPC)")
-        check(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None), "make / private")  # MS_REC|MS_PRIVATE
-        made = True  # from here on, a failure leaves a half-made /tmp (the host's, or one missing paths)
-        if os.path.isdir("/dev/mqueue"):  # the host's POSIX queues by path: this namespace's instead
-            check(libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", 2 | 4 | 8, None), "mqueue on /dev/mqueue")
-        # In the new namespace (bindable), and with the owner's file-system identity: the agent resolved
-        # them, but a component swapped for a symlink since then must not lead root where the owner
-        # cannot reach (iso58: a directory under another owner's 0700 home bound into this /tmp).
-        keep = as_owner_fs(lambda: [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]])
-        stand_in = os.open(hide["stand_in"], os.O_PATH) if hide["nodes"] else -1  # root's, mode 000, empty
-        var = os.open(tmp["var"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) if tmp["var"] else -1
-        lock = ((tmp["lock"].encode(), b"mode=1777,size=5m"),) if tmp.get("lock") else ()  # as Debian's (iso61)
-        for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode()), *lock):
-            check(libc.mount(b"tmpfs", point, b"tmpfs", 2 | 4, opts), f"tmpfs on {point.decode()}")  # nosuid,nodev
-        if var >= 0:  # /var/tmp: the attempt's own directory on the host's disk (not memory), bound over it
-            at = tmp["var_at"].encode()
-            check(libc.mount(f"/proc/self/fd/{var}".encode(), at, None, 0x1000, None), "bind /var/tmp")  # MS_BIND
-            keep_flags = os.statvfs(f"/proc/self/fd/{var}").f_flag & (1 | 8)  # the host's ro, noexec
-            # MS_REMOUNT|MS_BIND|MS_NOSUID|MS_NODEV, as the tmpfs
-            check(libc.mount(None, at, None, 0x20 | 0x1000 | 2 | 4 | keep_flags, None), "/var/tmp nosuid,nodev")
-            os.close(var)
-        os.umask(0o066)  # the skeleton to kept paths (parents too): 0711, reachable, not listable
-        for p, f in keep:  # what the attempt needs that lies under them (its directory, its program)
-            if os.path.isdir(f"/proc/self/fd/{f}"):
-                os.makedirs(p, 0o711, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(p), 0o711, exist_ok=True)
-                os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o600))
-            check(libc.mount(f"/proc/self/fd/{f}".encode(), p.encode(), None, 0x1000 | 0x4000, None), f"bind {p}")
-            os.close(f)
-        for p in tmp["read_only"]:  # the catalog's read-only mounts (docs/jobs.md): each bound onto itself
-            check(libc.mount(p.encode(), p.encode(), None, 0x1000 | 0x4000, None), f"bind mount {p}")  # MS_REC
-            keep_flags = os.statvfs(p).f_flag & 8  # the host's noexec
-            # MS_REMOUNT|MS_BIND|MS_RDONLY|MS_NOSUID|MS_NODEV; no command keeps CAP_SYS_ADMIN to undo it
-            check(libc.mount(None, p.encode(), None, 0x20 | 0x1000 | 1 | 2 | 4 | keep_flags, None), f"{p} read-only")
-        # the old working directory may be the host's /tmp, now hidden; after the binds, a working
-        # directory in a read-only mount is the read-only one
-        os.chdir(here)
-    except OSError as e:
-        if made:
-            refuse(f"cannot make the private /tmp, /var/tmp and /dev/shm: {e}")
-        print(f"fairway: no private /tmp, /var/tmp and /dev/shm ({e}): TMPDIR={tmp['dir']}", file=sys.stderr,
-              flush=True)
-        env.setdefault("TMPDIR", tmp["dir"])
-        fell_back = True  # said with "ok": the agent gives exec the same TMPDIR (left60)
-        if hide["nodes"]:
-            print(f"fairway: the host's other GPUs stay reachable ({e})", file=sys.stderr, flush=True)
-    else:  # the other GPUs' device nodes: the stand-in over each, read-only (Slurm's ConstrainDevices)
-        try:
-            for p in hide["nodes"]:
-                if os.path.exists(p):  # else unreachable here already (under the private /tmp, or none)
-                    src = f"/proc/self/fd/{stand_in}".encode()
-                    check(libc.mount(src, p.encode(), None, 0x1000, None), f"hide {p}")  # MS_BIND
-                    # MS_REMOUNT|MS_BIND|MS_RDONLY|MS_NOSUID|MS_NODEV|MS_NOEXEC
-                    check(libc.mount(None, p.encode(), None, 0x20 | 0x1000 | 0xF, None), f"hide {p} read-only")
-            if stand_in >= 0:
-                os.close(stand_in)
-        except OSError as e:
-            refuse(f"cannot hide the host's other GPUs: {e}")
-        if tmp.get("proc"):  # a PID namespace and a /proc of the attempt's own (pidns61, iso61)
-            try:
-                check(libc.unshare(0x20000000), "unshare(CLONE_NEWPID)")
-            except OSError as e:  # iso61's: the host's numbering, hiding what the attempt may not ptrace-read
-                opts = b"hidepid=invisible"
-                print(f"fairway: no PID namespace of the attempt's own ({e})", file=sys.stderr, flush=True)
-            else:  # this process stays in the host's: its next child is PID 1 of the attempt's, its init
-                opts = None
-                libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0 (the go, the env): both sides of the fork
-                if (pid1 := os.fork()) != 0:
-                    outside(pid1)
-                init = True
-            try:  # MS_NOSUID|MS_NODEV|MS_NOEXEC; a new instance (Linux 5.8): the host's /proc is untouched
-                check(libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, opts), "proc on /proc")
-            except OSError as e:
-                print(f"fairway: /proc shows the host's other processes ({e})", file=sys.stderr, flush=True)
-elif hide["nodes"]:  # a non-root agent makes no mounts
-    print("fairway: the host's other GPUs stay reachable (the agent is not root: no mount namespace)",
-          file=sys.stderr, flush=True)
-if go["scope"]:  # a Landlock domain of the attempt's: no abstract unix socket made outside it, no signal out
-    try:
-        libc.syscall.restype = ctypes.c_long
-        attr = (ctypes.c_uint64 * 3)(0, 0, 1 | 2)  # handled fs, handled net, scoped: ABSTRACT_UNIX_SOCKET|SIGNAL
-        rfd = libc.syscall(ctypes.c_long(444), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))  # create_ruleset
-        if rfd < 0:
-            check(-1, "landlock_create_ruleset")
-        check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
-        os.close(rfd)
-    except OSError as e:
-        refuse(f"cannot keep the abstract unix sockets and signals to the attempt: {e}")
-if os.geteuid() == 0:  # what a root command may keep: go["caps"], a bit mask
-    try:
-        c = 0
-        while (r := libc.prctl(23, c, 0, 0, 0)) >= 0:  # PR_CAPBSET_READ; an error past the last one
-            if r and not go["caps"] >> c & 1:
-                check(libc.prctl(24, c, 0, 0, 0), f"drop capability {c}")  # PR_CAPBSET_DROP
-            c += 1
-        head, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()  # v3: 2 × (eff, prm, inh)
-        check(libc.capget(head, data), "capget")
-        data[2] &= go["caps"] & 0xFFFFFFFF
-        data[5] &= go["caps"] >> 32
-        check(libc.capset(head, data), "capset")  # root's exec keeps its inheritable set: cut it too
-        check(libc.prctl(47, 4, 0, 0, 0), "clear the ambient capabilities")  # PR_CAP_AMBIENT_CLEAR_ALL
-    except OSError as e:
-        refuse(f"cannot drop the capabilities of a root workload: {e}")
-os.write(status, TMP_FALLBACK if fell_back else b"ok")
-os.close(status)
-libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no core with the attempt's env; /proc/<pid> is root's
-for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(s, lambda *a: None)
-# The command writes into a pipe that this wrapper copies into the log (its own stdout), never into
-# the log file itself: with the file in hand it could fallocate() disk past its end (docs/isolation.md).
-# The log is held to the agent's cap (go["log_max"]) as it is copied, by the rule of the agent's own
-# periodic pass (agent.state.cap_log): past the cap on disk, all but its last half punched out of the
-# file's start (iso58: between two passes a flood reached GBs, written as root past the root reserve).
-out_r, out_w = os.pipe()
-libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-def pump():
-    cap, since = go["log_max"], 0
-    while data := os.read(out_r, 1 << 16):
-        since += len(data)
-        with contextlib.suppress(OSError):  # a full disk drops output; the command never blocks on it
-            while data:
-                data = data[os.write(1, data):]
-        if since >= cap // 2:
-            since = 0
-            with contextlib.suppress(OSError):
-                st = os.fstat(1)
-                if st.st_blocks * 512 > cap and st.st_size > cap:
-                    libc.fallocate(1, 2 | 1, 0, st.st_size - cap // 2)  # PUNCH_HOLE|KEEP_SIZE; else the agent's pass
-pumper = threading.Thread(target=pump, daemon=True)  # started once the command is forked: no thread at fork
-waited = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
-          signal.SIGUSR2, signal.SIGWINCH}
-if init:  # reaps what is orphaned in the namespace, passes signals on
-    signal.pthread_sigmask(signal.SIG_BLOCK, waited)  # taken by sigtimedwait below (the pump thread too)
-kw = dict(umask=0o022, env=env, stdout=out_w, stderr=out_w)
-here = os.getcwd()  # entered as root (the agent's Popen): entered again as the owner, by its path
-def as_owner():  # in the child, past setuid: no_new_privs, and the working directory as the owner reaches it
-    signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the command's signals are its own again
-    if uid != "-":
-        libc.prctl(38, 1, 0, 0, 0)
-        os.chdir(here)
-kw.update(preexec_fn=as_owner)
-if uid != "-":
-    kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g])
-try:
-    child = subprocess.Popen(cmd, **kw)
-except (OSError, ValueError) as e:  # ValueError: an env name or value Popen refuses
-    print(f"fairway: cannot run {cmd[0]}: {e}", file=sys.stderr, flush=True)
-    child = None
-except subprocess.SubprocessError:  # as_owner's chdir: a path swapped since the agent's check (iso58)
-    print(f"fairway: cannot run {cmd[0]}: user {go['user']} cannot enter {here}", file=sys.stderr, flush=True)
-    child = None
-os.close(out_w)
-pumper.start()
-def wait_as_init(child):  # PID 1: every orphan reaped; a signal sent to it from inside the attempt passed on
-    while True:  # (the agent's stop signals every process itself: a second SIGTERM would cut trainers short)
-        got = signal.sigtimedwait(waited, 1.0)
-        if got is not None and got.si_signo != signal.SIGCHLD:
-            if got.si_pid:  # 0: sent from outside the namespace (the agent, whose signal reached the command)
-                with contextlib.suppress(OSError):
-                    os.kill(child.pid, got.si_signo)
-            continue
-        while True:
-            try:
-                pid, st = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                pid = 0
-            if pid == child.pid:
-                child.returncode = os.waitstatus_to_exitcode(st)
-                return child.returncode
-            if pid == 0:
-                break
-if child is None:
-    code = 126
-else:
-    rc = wait_as_init(child) if init else child.wait()
-    code = 128 - rc if rc < 0 else rc
-with open("/proc/uptime") as f:
-    up = f.read().split()[0]
-with os.fdopen(os.open(exit_name + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=exit_dir), "w") as f:
-    f.write(f"{code} {up}\n")
-os.replace(exit_name + ".tmp", exit_name, src_dir_fd=exit_dir, dst_dir_fd=exit_dir)
-def kids():
-    table = {}
-    for e in os.listdir("/proc"):
-        if e.isdigit():
-            with contextlib.suppress(OSError):
-                t = open(f"/proc/{e}/stat").read()
-                table.setdefault(int(t[t.rfind(")") + 2:].split()[1]), []).append(int(e))
-    out, todo = [], [os.getpid()]
-    while todo:
-        for c in table.get(todo.pop(), []):
-            out.append(c); todo.append(c)
-    return out
-for _ in range(200):
-    left = kids()
-    if not left:
-        break
-    for p in left:
-        with contextlib.suppress(OSError):
-            os.kill(p, 9)
-    time.sleep(0.005)
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-pumper.join(5)  # the output still in the pipe reaches the log before the agent sees the exit
-sys.exit(code)
-""".replace("TMP_FALLBACK", repr(_TMP_FALLBACK))
+ATTEMPT_INIT = Path(__file__).with_name("attempt_init.py")
+"""The wrapper's file (:mod:`agent.runtime.attempt_init`): by path, its command line is PID 1's."""
 
 
 # The one-shot command of an ``exec`` (docs/jobs.md, "Run a command in a running workload"), run as
@@ -795,8 +541,10 @@ class ProcessRuntime(StoredRuntime):
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def recover(self) -> None:
-        for record in self.store.load_all():
+        records = self.store.load_all()
+        for record in records:  # all known first: an ended attempt's GPU sweep spares the running ones
             self._records[record.attempt_id] = record
+        for record in records:
             if record.state != "running":
                 continue
             alive = (
@@ -812,6 +560,8 @@ class ProcessRuntime(StoredRuntime):
                 if record.cgroup and record.boot_id == self.boot_id:
                     remove_cgroup(Path(record.cgroup), parent_too=True)  # what outlived its wrapper
                     self._remove_limit_cgroups(record.attempt_id)
+                if record.boot_id == self.boot_id:  # ended while the agent was away: its GPUs too
+                    self._reclaim_gpus(record)
                 self._finish(record, returncode=None)
                 log.info(
                     "attempt %d ended while the agent was away (exit code %s)", record.attempt_id, record.exit_code
@@ -938,25 +688,14 @@ class ProcessRuntime(StoredRuntime):
                 # Not asyncio's subprocess: its transport kills the child when closed, and attempts
                 # must outlive the agent.
                 proc = subprocess.Popen(  # noqa: S603, ASYNC220 -- running the workload's command is the point
-                    [
-                        sys.executable,
-                        "-I",
-                        "-c",
-                        _WRAPPER,
-                        str(read_fd),
-                        str(status_w),
-                        str(exit_path),
-                        *ids,
-                        executable,
-                    ]
-                    + spec.command[1:],
-                    stdin=subprocess.DEVNULL,
+                    [sys.executable, "-I", str(ATTEMPT_INIT), str(exit_path), "--", executable, *spec.command[1:]],
+                    stdin=read_fd,
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
-                    env=WRAPPER_ENV,  # never the workload's: see _WRAPPER
+                    env=WRAPPER_ENV,  # never the workload's: see ATTEMPT_INIT
                     cwd=workdir,
                     start_new_session=True,
-                    pass_fds=(read_fd, status_w),
+                    pass_fds=(status_w,),
                 )
         except OSError as exc:
             os.close(write_fd)
@@ -1005,7 +744,7 @@ class ProcessRuntime(StoredRuntime):
                 record,
                 proc,
                 write_fd,
-                status_fd,
+                (status_fd, status_w),
                 env,
                 tmp,
                 hide,
@@ -1050,7 +789,7 @@ class ProcessRuntime(StoredRuntime):
         record: AttemptRecord,
         proc: subprocess.Popen[bytes],
         write_fd: int,
-        status_fd: int,
+        status: tuple[int, int],
         env: dict[str, str],
         tmp: dict[str, object] | None,
         hide: dict[str, object],
@@ -1061,7 +800,9 @@ class ProcessRuntime(StoredRuntime):
         workdir: str | None,
         join: list[Path],
     ) -> None:
-        """Give the wrapper ``proc`` its go, wait for its word, then watch it (or fail the start)."""
+        """Give the wrapper ``proc`` its go, wait for its word (``status``: our end of its pipe, and
+        the number of the wrapper's end, there), then watch it (or fail the start)."""
+        status_fd, status_w = status
         # The environment travels through the pipe (never on disk, never in the wrapper's own
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
         caps = sum(1 << c for c in ROOT_CAPS)
@@ -1078,23 +819,25 @@ class ProcessRuntime(StoredRuntime):
                     "caps": caps,
                     "scope": scope,
                     "user": user,
+                    "ids": ids,
+                    "status": status_w,
                     "log_max": self.log_max_bytes,
                 }
             ).encode(),
         )
         # Reported started only once the wrapper has made the attempt's /tmp and dropped its
         # capabilities: where it could not, the command never ran and nothing of it is left.
-        status = await asyncio.to_thread(_read_status, status_fd)
-        if status == _TMP_FALLBACK and tmp is not None:  # the attempt's TMPDIR, exec's too (left60)
+        word = await asyncio.to_thread(_read_status, status_fd)
+        if word == TMP_FALLBACK and tmp is not None:  # the attempt's TMPDIR, exec's too (left60)
             env.setdefault("TMPDIR", str(tmp["dir"]))
-        elif status != b"ok":
+        elif word != b"ok":
             await asyncio.to_thread(proc.wait)
             oom = self._at_limits(spec.attempt_id, cgroup)
             if cgroup is not None:
                 remove_cgroup(cgroup)
             self._remove_limit_cgroups(spec.attempt_id)
             shutil.rmtree(tmpdir, ignore_errors=True)
-            why = status.removeprefix(b"fail ").decode(errors="replace") if status.startswith(b"fail ") else ""
+            why = word.removeprefix(b"fail ").decode(errors="replace") if word.startswith(b"fail ") else ""
             ended = f"the attempt's wrapper ended before its command ran (exit {proc.returncode})"
             self._fail(record, why or (f"{oom}; {ended}" if oom else ended))
         record.started_mono = monotonic_s()
@@ -1437,6 +1180,45 @@ class ProcessRuntime(StoredRuntime):
             else:
                 kill_tree(exec_pid, sig)
 
+    def _gpu_devices(self, indices: Collection[int]) -> set[devices.Device]:
+        """The character devices of the GPUs ``indices`` (their nodes in ``gpu_nodes``)."""
+        return set(devices.char_devices(self.gpu_nodes[i] for i in indices if i in self.gpu_nodes))
+
+    def _reclaim_gpus(self, record: AttemptRecord) -> None:
+        """Kill every process of the ended attempt's owner that still holds one of its GPUs'
+        devices (a descriptor, or a mapping) outside a running attempt given that GPU (pid63,
+        docs/isolation.md): a descriptor passed out of the attempt over a Unix socket (to another
+        attempt of the owner, or the owner's login) outlived it, and with it the GPU, which goes to
+        the next workload. The device filter checks opens only. The attempt's own processes are
+        gone (its cgroup, or its tree, killed); an agent's own identity (``mode: agent``) and root
+        are not swept: their processes are the host's (NVML, the agent itself)."""
+        uid = record.uid
+        theirs = self._gpu_devices(record.gpu_indices) if self.isolation.is_root else set()
+        if uid is None or uid == 0 or uid == os.geteuid() or not theirs:
+            return
+        given: set[int] = set()  # the processes of running attempts given one of those GPUs (shared)
+        for other in list(self._records.values()):
+            if other.attempt_id == record.attempt_id or other.state != "running" or other.pid is None:
+                continue
+            if theirs & self._gpu_devices(other.gpu_indices):
+                given.update(cgroup_pids(Path(other.cgroup)) if other.cgroup else [other.pid, *descendants(other.pid)])
+        for _ in range(5):  # a holder may pass it on meanwhile: until none is left
+            found = {pid: dev for pid, dev in devices.holders(theirs, uid).items() if pid not in given}
+            if not found:
+                return
+            for pid, (major, minor) in found.items():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                log.warning(
+                    "attempt %d: killed process %d (uid %d), which held its GPU's device %d:%d past its end "
+                    "(passed out of the attempt: docs/isolation.md)",
+                    record.attempt_id, pid, uid, major, minor,
+                )  # fmt: skip
+            for _ in range(200):  # dead (a zombie has closed its files) before the end is reported
+                if all(proc_start_time(pid) is None for pid in found):
+                    break
+                time.sleep(0.01)
+
     def _watch(self, record: AttemptRecord) -> None:
         task = asyncio.get_running_loop().create_task(self._wait_exit(record), name=f"attempt-{record.attempt_id}")
         self._watchers[record.attempt_id] = task
@@ -1482,6 +1264,7 @@ class ProcessRuntime(StoredRuntime):
         if record.cgroup:
             await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
         await asyncio.to_thread(self._remove_limit_cgroups, record.attempt_id)
+        await asyncio.to_thread(self._reclaim_gpus, record)  # before its end is reported: its GPUs go on
         await asyncio.to_thread(_remove_var_tmp, record)  # scratch data can be large: not in the loop
         await asyncio.to_thread(_remove_run_scratch, self.store.run_dir(record.attempt_id))
         returncode = proc.wait() if proc is not None else None

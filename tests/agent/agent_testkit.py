@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
@@ -36,8 +37,10 @@ from agent.protocol import (
     decode,
     encode,
 )
+from agent.runtime.base import AttemptSpec
+from agent.runtime.isolation import CgroupSetup, Isolation, IsolationConfig, detect_cgroups
 from agent.runtime.process import ProcessRuntime
-from agent.state import AttemptStore
+from agent.state import AttemptRecord, AttemptStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = "h1"
@@ -232,9 +235,7 @@ def bobs_home(base: Path) -> tuple[Any, Any, Path]:
     """An owner-mode isolation (dedicated ``fwt-`` accounts), the identity of ``iso-bob`` in it, and
     bob's home under ``base``: mode 0700, holding ``notes/`` (0755) with ``plan.txt`` (0644), all
     bob's: files only the home's mode keeps from others (iso58's symlink probes). Needs root."""
-    from agent.runtime.isolation import Isolation, IsolationConfig
-
-    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
+    isolation = owner_isolation()
     bob = isolation.resolve("iso-bob", None, None, (), cluster_allows_root=False)
     home = base / "home-bob"
     (home / "notes").mkdir(parents=True)
@@ -245,3 +246,114 @@ def bobs_home(base: Path) -> tuple[Any, Any, Path]:
     for p in (home, home / "notes", home / "notes" / "plan.txt"):
         os.chown(p, bob.uid, bob.gid)
     return isolation, bob, home
+
+
+def patch_attempt_init(monkeypatch: Any, tmp_path: Path, old: str, new: str) -> None:
+    """Run attempts under a copy of the wrapper's file (:data:`agent.runtime.process.ATTEMPT_INIT`)
+    with ``old`` replaced by ``new`` (a step forced to fail, to reach its fallback); ``old`` must
+    be there once."""
+    from agent.runtime import process
+
+    source = process.ATTEMPT_INIT.read_text()
+    assert source.count(old) == 1, old
+    copy = tmp_path / "attempt_init.py"
+    copy.write_text(source.replace(old, new))
+    os.chmod(copy, 0o644)
+    monkeypatch.setattr(process, "ATTEMPT_INIT", copy)
+
+
+# --- the isolation tests' shared setup (real processes as other users; docs/isolation.md) -------------
+
+TEST_RANGE = (62000, 62099)
+"""The uids of the tests' dedicated accounts (``fwt-*``, made once with ``useradd`` and reused)."""
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None, reason="switching identities needs root and useradd"
+)
+
+
+def _can_unshare_mounts() -> bool:
+    import subprocess
+
+    return os.geteuid() == 0 and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0  # noqa: S607
+
+
+needs_mount_ns = pytest.mark.skipif(not _can_unshare_mounts(), reason="a private /tmp needs root and CAP_SYS_ADMIN")
+
+
+def owner_isolation(**overrides: object) -> Isolation:
+    """An owner-mode isolation with the tests' accounts (:data:`TEST_RANGE`), ``overrides`` applied."""
+    config = IsolationConfig(mode="owner", uid_range=TEST_RANGE, account_prefix="fwt-", nss=False)
+    return Isolation(IsolationConfig(**{**{f: getattr(config, f) for f in config.__dataclass_fields__}, **overrides}))
+
+
+def cgroup_setup(kind: str) -> CgroupSetup:
+    """The host's cgroups of ``kind`` (``v2``, ``v1``; ``none``: the process-tree fallback); the
+    test is skipped where there are none of that kind."""
+    if kind == "none":
+        return CgroupSetup("none", note="test")
+    setup = detect_cgroups(kind)
+    if setup.kind != kind:
+        pytest.skip(f"no usable cgroup {kind} here ({setup.note})")
+    return setup
+
+
+def spec(attempt_id: int, command: list[str], owner: str = "", env: dict[str, str] | None = None,
+         **kwargs: object) -> AttemptSpec:  # fmt: skip
+    """An attempt on GPU 0 (``GPU-0``) with a 1 s grace, for ``owner``."""
+    return AttemptSpec(
+        attempt_id=attempt_id,
+        workload_id=500 + attempt_id,
+        command=command,
+        gpu_indices=[0],
+        gpu_uuids=["GPU-0"],
+        env=env or {},
+        grace_s=1,
+        owner=owner,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def runtime(
+    state: Path, isolation: Isolation | None = None, gpu_nodes: dict[int, str] | None = None
+) -> tuple[ProcessRuntime, asyncio.Queue[AttemptRecord]]:
+    """A process runtime on ``state`` and the queue its attempts' exits are put on."""
+    rt = ProcessRuntime(state, cwd=REPO_ROOT, isolation=isolation, gpu_nodes=gpu_nodes)
+    exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
+    rt.on_exit = exits.put_nowait
+    return rt, exits
+
+
+def log_of(rt: ProcessRuntime, attempt_id: int) -> str:
+    return rt.read_log(attempt_id, 1 << 20)[0].decode()
+
+
+async def wait_log(rt: ProcessRuntime, attempt_id: int, text: str, within: float = 5.0) -> None:
+    for _ in range(int(within / 0.02)):
+        if text in log_of(rt, attempt_id):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{text!r} not in the log of attempt {attempt_id}: {log_of(rt, attempt_id)!r}")
+
+
+# Sleep durations no other process uses: unique per test session (several may run on one machine).
+_SESSION = 900000 + os.getpid() % 90000
+MARKERS = (f"{_SESSION}.101", f"{_SESSION}.202", f"{_SESSION}.303")
+
+
+def marker_pids() -> list[int]:
+    """Live processes running ``sleep <marker>`` (left behind by a stop that missed them)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                if len(cmd) > 1 and cmd[1].decode() in MARKERS and stat[stat.rfind(")") + 2] != "Z":
+                    found.append(int(entry))
+    return found
+
+
+def kill_markers() -> None:
+    for pid in marker_pids():
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from agent.runtime.process import ProcessRuntime
 # path keeps them importable under any pytest import mode.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_testkit import kill_leftovers  # noqa: E402 -- needs the path above
+from agent_testkit import kill_leftovers, kill_markers  # noqa: E402 -- needs the path above
 
 
 @pytest.fixture
@@ -27,6 +30,21 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
     path.mkdir()
     yield path
     kill_leftovers(path)
+
+
+@pytest.fixture
+def open_state() -> Iterator[Path]:
+    """A state directory whose parents other users may traverse (as /var/lib/fairway-agent)."""
+    base = Path(tempfile.mkdtemp(prefix="fw-iso-", dir="/tmp"))
+    os.chmod(base, 0o755)  # noqa: S103 -- as /var/lib: others may traverse
+    state = base / "state"
+    state.mkdir()
+    try:
+        yield state
+    finally:
+        kill_markers()
+        kill_leftovers(state)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -8,21 +8,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agent_testkit import run_async
-from test_agent_isolation import (
-    MARKERS,
-    needs_mount_ns,
-    needs_root,
-    open_state,
-    owner_isolation,
-    runtime,
-    spec,
-    wait_log,
-)
+from agent_testkit import MARKERS, needs_mount_ns, needs_root, owner_isolation, run_async, runtime, spec, wait_log
 
 from agent.runtime.base import ExecError
-
-__all__ = ["open_state"]  # the fixture, used by name
 
 pytestmark = [pytest.mark.timeout(60)]
 

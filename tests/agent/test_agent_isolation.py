@@ -12,15 +12,29 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from agent_testkit import REPO_ROOT, host_scratch_dir, kill_leftovers, run_async
+from agent_testkit import (
+    MARKERS,
+    REPO_ROOT,
+    TEST_RANGE,
+    cgroup_setup,
+    host_scratch_dir,
+    kill_markers,
+    log_of,
+    marker_pids,
+    needs_mount_ns,
+    needs_root,
+    owner_isolation,
+    run_async,
+    runtime,
+    spec,
+    wait_log,
+)
 
 from agent.gpu.fake import FakeGpuBackend
 from agent.runtime.base import AttemptSpec, StartError
@@ -32,96 +46,9 @@ from agent.runtime.isolation import (
     access_problem,
     account_name,
     descendants,
-    detect_cgroups,
 )
 from agent.runtime.process import ProcessRuntime, gpu_hide_payload
 from agent.state import AttemptRecord
-
-TEST_RANGE = (62000, 62099)
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("useradd") is None, reason="switching identities needs root and useradd"
-)
-
-
-def owner_isolation(**overrides: object) -> Isolation:
-    config = IsolationConfig(mode="owner", uid_range=TEST_RANGE, account_prefix="fwt-", nss=False)
-    return Isolation(IsolationConfig(**{**{f: getattr(config, f) for f in config.__dataclass_fields__}, **overrides}))
-
-
-@pytest.fixture
-def open_state() -> Iterator[Path]:
-    """A state directory whose parents other users may traverse (as /var/lib/fairway-agent)."""
-    base = Path(tempfile.mkdtemp(prefix="fw-iso-", dir="/tmp"))
-    os.chmod(base, 0o755)  # noqa: S103 -- as /var/lib: others may traverse
-    state = base / "state"
-    state.mkdir()
-    try:
-        yield state
-    finally:
-        _kill_markers()
-        kill_leftovers(state)
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def spec(attempt_id: int, command: list[str], owner: str = "", env: dict[str, str] | None = None,
-         **kwargs: object) -> AttemptSpec:  # fmt: skip
-    return AttemptSpec(
-        attempt_id=attempt_id,
-        workload_id=500 + attempt_id,
-        command=command,
-        gpu_indices=[0],
-        gpu_uuids=["GPU-0"],
-        env=env or {},
-        grace_s=1,
-        owner=owner,
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
-def runtime(
-    state: Path, isolation: Isolation | None = None, gpu_nodes: dict[int, str] | None = None
-) -> tuple[ProcessRuntime, asyncio.Queue[AttemptRecord]]:
-    rt = ProcessRuntime(state, cwd=REPO_ROOT, isolation=isolation, gpu_nodes=gpu_nodes)
-    exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
-    rt.on_exit = exits.put_nowait
-    return rt, exits
-
-
-def log_of(rt: ProcessRuntime, attempt_id: int) -> str:
-    return rt.read_log(attempt_id, 1 << 20)[0].decode()
-
-
-async def wait_log(rt: ProcessRuntime, attempt_id: int, text: str, within: float = 5.0) -> None:
-    for _ in range(int(within / 0.02)):
-        if text in log_of(rt, attempt_id):
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{text!r} not in the log of attempt {attempt_id}: {log_of(rt, attempt_id)!r}")
-
-
-# Sleep durations no other process uses: unique per test session (several may run on one machine).
-_SESSION = 900000 + os.getpid() % 90000
-MARKERS = (f"{_SESSION}.101", f"{_SESSION}.202", f"{_SESSION}.303")
-
-
-def _marker_pids() -> list[int]:
-    """Live processes running ``sleep <marker>`` (left behind by a stop that missed them)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                if len(cmd) > 1 and cmd[1].decode() in MARKERS and stat[stat.rfind(")") + 2] != "Z":
-                    found.append(int(entry))
-    return found
-
-
-def _kill_markers() -> None:
-    for pid in _marker_pids():
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-
 
 # --- finding 1: secrets leak between workloads ---------------------------------------------------------
 
@@ -246,41 +173,32 @@ ESCAPE = (
 )
 
 
-def _setup(kind: str) -> CgroupSetup:
-    if kind == "none":
-        return CgroupSetup("none", note="test")
-    setup = detect_cgroups(kind)
-    if setup.kind != kind:
-        pytest.skip(f"no usable cgroup {kind} here ({setup.note})")
-    return setup
-
-
 @pytest.mark.parametrize("kind", ["v2", "v1", "none"])
 def test_a_stop_kills_setsid_and_double_forked_children(state_dir: Path, kind: str) -> None:
-    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=_setup(kind))
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=cgroup_setup(kind))
 
     async def scenario() -> None:
         rt, exits = runtime(state_dir, isolation)
         record = await rt.start(spec(1, ["sh", "-c", ESCAPE]))
         await wait_log(rt, 1, "forked")
         for _ in range(100):
-            if len(_marker_pids()) == 3:
+            if len(marker_pids()) == 3:
                 break
             await asyncio.sleep(0.02)
-        assert len(_marker_pids()) == 3
+        assert len(marker_pids()) == 3
         assert bool(record.cgroup) == (kind != "none")
         await rt.stop(1, 0.5, "preempted")
         done = await asyncio.wait_for(exits.get(), 10)
         assert done.exit_code == 137  # it ignored SIGTERM: killed at the end of the grace period
         await asyncio.sleep(0.1)
-        assert _marker_pids() == []
+        assert marker_pids() == []
         if record.cgroup:
             assert not await asyncio.to_thread(os.path.exists, record.cgroup)
 
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 def test_leftovers_are_killed_when_the_command_ends_even_without_cgroups(state_dir: Path) -> None:
@@ -291,12 +209,12 @@ def test_leftovers_are_killed_when_the_command_ends_even_without_cgroups(state_d
         await rt.start(spec(1, ["sh", "-c", f"setsid sleep {MARKERS[0]} & (setsid sleep {MARKERS[1]} &); sleep 0.3"]))
         done = await asyncio.wait_for(exits.get(), 10)
         assert done.exit_code == 0
-        assert _marker_pids() == []
+        assert marker_pids() == []
 
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 # --- identities ------------------------------------------------------------------------------------------
@@ -566,15 +484,6 @@ def test_hello_isolation_and_start_allow_root_are_optional_on_the_wire() -> None
 # --- break26: /tmp and /dev/shm were shared between attempts ----------------------------------------------
 
 
-def _can_unshare_mounts() -> bool:
-    import subprocess
-
-    return os.geteuid() == 0 and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0  # noqa: S607
-
-
-needs_mount_ns = pytest.mark.skipif(not _can_unshare_mounts(), reason="a private /tmp needs root and CAP_SYS_ADMIN")
-
-
 def _mount_namespace_users(ns: str) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):
@@ -739,7 +648,7 @@ def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
         record = rt.get(1)
         assert record is not None and record.state == "failed_to_start"
         await asyncio.sleep(0.2)
-        assert not marker.exists() and _marker_pids() == []
+        assert not marker.exists() and marker_pids() == []
         assert not rt.store.run_dir(1).joinpath("tmp").exists()  # noqa: ASYNC240 -- one stat
         assert "fw-half27" not in Path("/proc/self/mounts").read_text()  # noqa: ASYNC240 -- one read
         (var_tmp,) = var_tmps
@@ -938,7 +847,7 @@ def test_a_workload_cannot_reserve_disk_through_its_log(state_dir: Path) -> None
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 @needs_root
@@ -1017,9 +926,9 @@ def test_a_private_var_tmp_is_removed_by_the_next_agent_when_its_attempt_ended_m
         if (Path(left) / "tmp" / "left").exists():
             break
         time.sleep(0.02)
-    _kill_markers()  # the attempt ends while no agent watches it
+    kill_markers()  # the attempt ends while no agent watches it
     for _ in range(100):
-        if proc_gone := not _marker_pids():
+        if proc_gone := not marker_pids():
             break
         time.sleep(0.02)
     assert proc_gone
@@ -1051,7 +960,7 @@ def test_a_log_replaced_by_a_symlink_is_neither_read_nor_capped_through_it(state
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 # --- iso32: a fork bomb of one attempt filled the host's process table ----------------------------------
@@ -1098,12 +1007,12 @@ def test_a_fork_bomb_stops_at_its_attempts_pids_limit_and_others_still_fork(open
             assert done.exit_code == 0 and log_of(rt, done.attempt_id) == "forks-ok\n", log_of(rt, done.attempt_id)
         await rt.stop(1, 1)
         await asyncio.wait_for(exits.get(), 10)
-        assert _marker_pids() == []
+        assert marker_pids() == []
 
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 def test_the_pids_limit_is_a_setting_and_a_host_without_one_says_so() -> None:
@@ -1227,7 +1136,7 @@ def test_an_attempt_cannot_signal_another_attempt_of_the_same_owner(open_state: 
         victim = await rt.start(spec(1, ["sleep", MARKERS[0]], owner="iso-alice"))
         assert victim.pid is not None
         for _ in range(200):  # the command, once forked
-            if markers := _marker_pids():
+            if markers := marker_pids():
                 break
             await asyncio.sleep(0.01)
         (command,) = map(str, markers)
@@ -1239,15 +1148,15 @@ def test_an_attempt_cannot_signal_another_attempt_of_the_same_owner(open_state: 
         # in the same namespace, is refused by the scope: test_pidns61_isolation.py)
         refused = "No such process" if not isolation.proc else "Operation not permitted"
         assert "own child -9" in out and f"refused {refused}" in out, out
-        assert int(command) in _marker_pids()  # the first attempt still runs
+        assert int(command) in marker_pids()  # the first attempt still runs
         await rt.stop(1, 1)  # the host's processes still signal it
         assert (await asyncio.wait_for(exits.get(), 10)).attempt_id == 1
-        assert _marker_pids() == []
+        assert marker_pids() == []
 
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
     assert owner_isolation().status()["signals"] == "private"
 
 

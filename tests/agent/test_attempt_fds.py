@@ -13,8 +13,7 @@ import socket
 from dataclasses import replace
 from pathlib import Path
 
-from agent_testkit import REPO_ROOT, FakeServer, run_async, running, start_msg
-from test_agent_isolation import needs_root, open_state, owner_isolation  # noqa: F401 -- open_state: a fixture
+from agent_testkit import REPO_ROOT, FakeServer, needs_root, owner_isolation, run_async, running, start_msg
 
 from agent.client import Agent
 from agent.config import AgentConfig
@@ -79,6 +78,6 @@ def test_a_workload_inherits_only_stdin_stdout_and_stderr(state_dir: Path) -> No
 
 
 @needs_root
-def test_a_workload_of_an_owner_inherits_only_stdin_stdout_and_stderr(open_state: Path) -> None:  # noqa: F811
+def test_a_workload_of_an_owner_inherits_only_stdin_stdout_and_stderr(open_state: Path) -> None:
     found = descriptors_of_a_workload(open_state, "iso-alice")
     assert found == expected(found)

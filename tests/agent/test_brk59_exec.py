@@ -7,16 +7,15 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agent_testkit import run_async
-from test_agent_isolation import (
+from agent_testkit import (
     MARKERS,
-    _kill_markers,
-    _marker_pids,
-    _setup,
+    cgroup_setup,
+    kill_markers,
+    marker_pids,
     needs_mount_ns,
     needs_root,
-    open_state,
     owner_isolation,
+    run_async,
     runtime,
     spec,
     wait_log,
@@ -25,14 +24,12 @@ from test_agent_isolation import (
 from agent.runtime.base import ExecError
 from agent.runtime.isolation import Isolation, IsolationConfig
 
-__all__ = ["open_state"]  # the fixture, used by name
-
 pytestmark = [pytest.mark.timeout(60)]
 
 
 @pytest.mark.parametrize("kind", ["v2", "v1", "none"])
 def test_a_daemon_an_exec_leaves_behind_dies_with_the_attempt(state_dir: Path, kind: str) -> None:
-    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=_setup(kind))
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=cgroup_setup(kind))
 
     async def scenario() -> None:
         rt, exits = runtime(state_dir, isolation)
@@ -45,20 +42,20 @@ def test_a_daemon_an_exec_leaves_behind_dies_with_the_attempt(state_dir: Path, k
         await asyncio.sleep(0.2)
         # in the attempt's cgroup it lives on until the attempt's end; without one (the process-tree
         # fallback) nothing would ever find it: it dies with the command (was: lived on for good)
-        assert len(_marker_pids()) == (2 if kind != "none" else 1)
+        assert len(marker_pids()) == (2 if kind != "none" else 1)
         await rt.stop(1, 0.5)
         await asyncio.wait_for(exits.get(), 10)
         await asyncio.sleep(0.1)
-        assert _marker_pids() == []
+        assert marker_pids() == []
 
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 def test_without_cgroups_an_exec_still_passes_its_exit_code_and_times_out(state_dir: Path) -> None:
-    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=_setup("none"))
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=cgroup_setup("none"))
 
     async def scenario() -> None:
         rt, _exits = runtime(state_dir, isolation)
@@ -73,13 +70,13 @@ def test_without_cgroups_an_exec_still_passes_its_exit_code_and_times_out(state_
         slow = await rt.exec(1, ["sh", "-c", f"echo before; sleep {MARKERS[1]}"], 1, 4096)
         assert (slow.exit_code, slow.timed_out, slow.stdout) == (124, True, b"before\n")
         await asyncio.sleep(0.1)
-        assert len(_marker_pids()) == 1  # the attempt's own sleep only
+        assert len(marker_pids()) == 1  # the attempt's own sleep only
         await rt.stop(1, 0.5)
 
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 @pytest.mark.parametrize("kind", ["v2", "v1", "none"])
@@ -87,7 +84,7 @@ def test_a_stop_ends_the_exec_running_in_the_attempt(state_dir: Path, kind: str)
     """docs/jobs.md: "a stop kills it with the rest". Without cgroups the stop signalled the
     wrapper's process tree only, which an exec is not part of: the command ran on past the
     attempt's end, as the owner, until its own timeout (up to 600 s)."""
-    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=_setup(kind))
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=cgroup_setup(kind))
 
     async def scenario() -> None:
         rt, exits = runtime(state_dir, isolation)
@@ -95,20 +92,20 @@ def test_a_stop_ends_the_exec_running_in_the_attempt(state_dir: Path, kind: str)
         await wait_log(rt, 1, "up")
         running = asyncio.ensure_future(rt.exec(1, ["sleep", MARKERS[0]], 60, 4096))
         for _ in range(100):
-            if len(_marker_pids()) == 2:
+            if len(marker_pids()) == 2:
                 break
             await asyncio.sleep(0.02)
-        assert len(_marker_pids()) == 2
+        assert len(marker_pids()) == 2
         await rt.stop(1, 0.5)
         await asyncio.wait_for(exits.get(), 10)
         got = await asyncio.wait_for(running, 5)
         assert got.exit_code in (128 + 15, 128 + 9)
-        assert _marker_pids() == []
+        assert marker_pids() == []
 
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 def test_an_attempt_that_ends_while_an_exec_starts_never_gives_the_command_its_go(
@@ -118,7 +115,7 @@ def test_an_attempt_that_ends_while_an_exec_starts_never_gives_the_command_its_g
     command ran after the attempt, as the owner (without a cgroup, nothing ever killed it)."""
     import agent.runtime.process as process
 
-    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=_setup("none"))
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=cgroup_setup("none"))
 
     async def scenario() -> None:
         rt, _exits = runtime(state_dir, isolation)
@@ -136,12 +133,12 @@ def test_an_attempt_that_ends_while_an_exec_starts_never_gives_the_command_its_g
             await rt.exec(1, ["sh", "-c", f"exec sleep {MARKERS[0]}"], 30, 4096)
         assert refused.value.code == "not_running"
         await asyncio.sleep(0.1)
-        assert _marker_pids() == []
+        assert marker_pids() == []
 
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 @needs_root
@@ -158,10 +155,10 @@ def test_an_exec_cannot_ptrace_or_read_the_environ_of_its_attempts_processes(ope
             await rt.stop(1, 1)
             pytest.skip("no Landlock scopes on this kernel")
         for _ in range(100):
-            if _marker_pids():
+            if marker_pids():
                 break
             await asyncio.sleep(0.02)
-        assert len(_marker_pids()) == 1 and a.uid is not None
+        assert len(marker_pids()) == 1 and a.uid is not None
         # found by its command line in the exec's /proc (pidns61: the attempt's PID namespace, its numbers)
         is_it = f"[ \"$(tr '\\0' ' ' <$d/cmdline)\" = 'sleep {MARKERS[0]} ' ]"
         find = f"for d in /proc/[0-9]*; do {is_it} && cat $d/environ; done"
@@ -189,12 +186,12 @@ def test_without_cgroups_the_command_cannot_kill_its_reaper_to_leave_a_daemon(op
         await rt.stop(1, 0.5)
         await asyncio.wait_for(exits.get(), 10)
         await asyncio.sleep(0.1)
-        assert _marker_pids() == []
+        assert marker_pids() == []
 
     try:
         run_async(scenario(), timeout=40)
     finally:
-        _kill_markers()
+        kill_markers()
 
 
 def test_an_exec_the_runtime_fails_unexpectedly_is_answered(state_dir: Path) -> None:

@@ -11,16 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from agent_testkit import run_async
-from test_agent_isolation import (  # noqa: F401
-    needs_mount_ns,
-    needs_root,
-    open_state,
-    owner_isolation,
-    runtime,
-    spec,
-    wait_log,
-)
+from agent_testkit import needs_mount_ns, needs_root, owner_isolation, run_async, runtime, spec, wait_log
 
 from agent.runtime.base import ExecError, StoredRuntime
 from agent.runtime.docker import DockerRuntime
@@ -62,7 +53,7 @@ def test_a_docker_forward_does_not_enter_the_namespace_of_a_pid_the_container_no
 
 @needs_root
 @needs_mount_ns
-def test_a_process_forward_reaches_only_a_server_of_the_attempts_owner(open_state: Path) -> None:  # noqa: F811
+def test_a_process_forward_reaches_only_a_server_of_the_attempts_owner(open_state: Path) -> None:
     """Attempts share the host's network (docs/isolation.md), so another owner's workload (or a
     host service) may listen first on the port one forwards (a squatter on 127.0.0.1:8888: the
     browser's Jupyter token, typed into its page, is the squatter's). A forward is to a port in

@@ -19,16 +19,22 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from agent_testkit import host_scratch_dir, run_async
+from agent_testkit import (
+    host_scratch_dir,
+    log_of,
+    needs_mount_ns,
+    needs_root,
+    owner_isolation,
+    run_async,
+    runtime,
+    spec,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_agent_isolation import log_of, needs_mount_ns, needs_root, open_state, owner_isolation, runtime, spec
 
 from agent.runtime import devices
 from agent.runtime.isolation import DeviceSetup, Isolation, IsolationConfig, _devices_v1
 from agent.runtime.process import ProcessRuntime, denied_devices
-
-__all__ = ["open_state"]  # the fixture, used by name
 
 NVIDIA_MAJOR = 195
 MINORS = (200, 201, 202)  # not a real GPU's (0..), nor nvidia-modeset (254) or nvidiactl (255)
@@ -129,7 +135,7 @@ print("probed")
 """
 
 
-def _setup(kind: str) -> Isolation:
+def cgroup_setup(kind: str) -> Isolation:
     """The test's isolation with the device filter of ``kind`` (skips where this host lacks it)."""
     if kind == "bpf":
         if _isolation is None or _isolation.devices is None or _isolation.devices.kind != "bpf":
@@ -153,7 +159,7 @@ def test_another_gpus_device_is_refused_whatever_the_path(open_state: Path, node
     themselves (EPERM), by any path; its own device is let through (ENXIO: no driver here), and
     the host's processes still reach every one. ``bpf``: the eBPF filter on its cgroup v2; ``v1``:
     a cgroup of the v1 ``devices`` controller (removed with the attempt)."""
-    isolation = _setup(kind)
+    isolation = cgroup_setup(kind)
     gpu_nodes, alias = nodes
     extra = {"owner_uid": 0, "owner_gid": 0, "allow_root": True} if who == "root" else {}
     python = shutil.which("python3", path="/usr/bin:/bin")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from agent_testkit import needs_root, owner_isolation
 from agent_testkit import run_async as _run_async
 
 from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StartError
@@ -262,13 +263,11 @@ def test_a_restarted_agent_finds_its_containers_by_label(state_dir: Path, podman
     run_async(second_agent())
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
+@needs_root
 def test_a_container_runs_as_its_owner_and_reads_its_preemption_notice(state_dir: Path, podman: str) -> None:
     from dataclasses import replace
 
-    from agent.runtime.isolation import Isolation, IsolationConfig
-
-    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+    isolation = owner_isolation(cgroup="off")
 
     async def scenario() -> None:
         rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)
@@ -457,10 +456,8 @@ def test_a_container_gains_no_privileges_through_a_setuid_file_of_its_image(stat
     flag is set in it (``NoNewPrivs: 1``), so setuid and file capabilities raise nothing."""
     from dataclasses import replace
 
-    from agent.runtime.isolation import Isolation, IsolationConfig
-
     assert "no-new-privileges" in container_spec(spec(7, "true"), state_dir, nvidia=False)["security_opt"]
-    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+    isolation = owner_isolation(cgroup="off")
 
     async def scenario() -> None:
         rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)
@@ -477,7 +474,7 @@ def test_a_container_gains_no_privileges_through_a_setuid_file_of_its_image(stat
     run_async(scenario())
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
+@needs_root
 def test_exec_runs_in_the_container_as_its_owner_with_its_env_timeout_and_cap(state_dir: Path, podman: str) -> None:
     """``exec`` (docs/jobs.md, "Run a command in a running workload"): the engine's exec in the
     attempt's container, as the container's user (the owner), with its environment; killed at
@@ -485,9 +482,8 @@ def test_exec_runs_in_the_container_as_its_owner_with_its_env_timeout_and_cap(st
     from dataclasses import replace
 
     from agent.runtime.base import ExecError
-    from agent.runtime.isolation import Isolation, IsolationConfig
 
-    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+    isolation = owner_isolation(cgroup="off")
 
     async def scenario() -> None:
         rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)
@@ -527,9 +523,8 @@ def test_a_forwarded_port_is_reached_in_the_containers_own_network(state_dir: Pa
     host's listens), as the container's user, and handed to the agent; nothing listening there is
     ``port_refused``; an attempt not running, ``not_running``."""
     from agent.runtime.base import ExecError
-    from agent.runtime.isolation import Isolation
 
-    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+    isolation = owner_isolation(cgroup="off")
 
     async def scenario() -> None:
         rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)

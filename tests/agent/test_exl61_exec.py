@@ -8,8 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from agent_testkit import kill_leftovers, run_async
-from test_agent_isolation import MARKERS, _kill_markers, runtime, spec, wait_log
+from agent_testkit import MARKERS, kill_leftovers, kill_markers, run_async, runtime, spec, wait_log
 
 from agent.runtime.base import ExecError
 
@@ -36,7 +35,7 @@ def test_each_gang_member_runs_the_command_in_its_own_part(state_dir: Path) -> N
     try:
         run_async(scenario(), timeout=40)
     finally:
-        _kill_markers()
+        kill_markers()
         kill_leftovers(other)
         shutil.rmtree(other.parent, ignore_errors=True)
 
@@ -57,4 +56,4 @@ def test_a_readopted_attempt_refuses_a_terminal_with_its_own_code(state_dir: Pat
     try:
         run_async(scenario(), timeout=40)
     finally:
-        _kill_markers()
+        kill_markers()

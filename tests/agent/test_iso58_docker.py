@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("docker")
 
-from agent_testkit import bobs_home  # noqa: E402
+from agent_testkit import bobs_home, needs_root  # noqa: E402
 from test_docker_runtime import podman, run_async, runtime, spec  # noqa: E402, F401 -- the podman fixture
 
 from agent.protocol import Mount  # noqa: E402
@@ -58,11 +58,6 @@ def test_the_engine_keeps_a_containers_output_to_the_log_cap_too(state_dir: Path
         await rt.close()
 
     run_async(scenario())
-
-
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("useradd") is None, reason="switching identities needs root and useradd"
-)
 
 
 @needs_root

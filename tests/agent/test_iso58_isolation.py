@@ -15,16 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_testkit import REPO_ROOT, FakeServer, bobs_home, kill_leftovers, run_async
+from agent_testkit import REPO_ROOT, FakeServer, bobs_home, kill_leftovers, needs_root, owner_isolation, run_async
 
 from agent.gpu.fake import fake_gpu_uuid
 from agent.protocol import AttemptEvent, Hello, Owner, Start
 from agent.runtime.base import AttemptSpec, StartError
 
 TOKEN = "iso58-host-token-" + "k" * 24  # noqa: S105 -- a test token
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("useradd") is None, reason="switching identities needs root and useradd"
-)
 SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # useradd, groupadd
 
 
@@ -219,7 +216,6 @@ def test_an_attempt_can_neither_hold_nor_redirect_the_account_lock(
     else account making goes on unlocked, never blocked by it. Here its directory is made
     world-writable, as ``/run/lock``, to plant both."""
     from agent.runtime import isolation as iso
-    from agent.runtime.isolation import Isolation, IsolationConfig
     from agent.runtime.process import ProcessRuntime
 
     parent = Path(iso.ACCOUNT_LOCK_FILE).parent.stat()
@@ -231,7 +227,7 @@ def test_an_attempt_can_neither_hold_nor_redirect_the_account_lock(
     hold = host_dir / "hold.py"
     hold.write_text(HOLD)
     hold.chmod(0o755)
-    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
+    isolation = owner_isolation()
 
     async def scenario() -> None:
         rt = ProcessRuntime(host_dir / "state", cwd=REPO_ROOT, isolation=isolation)

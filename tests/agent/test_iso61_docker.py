@@ -16,17 +16,13 @@ import pytest
 
 pytest.importorskip("docker")
 
-from agent_testkit import bobs_home, host_scratch_dir  # noqa: E402
+from agent_testkit import bobs_home, host_scratch_dir, needs_root  # noqa: E402
 from test_docker_runtime import podman, run_async, spec  # noqa: E402, F401 -- the podman fixture
 
 import agent.runtime.docker as docker_runtime  # noqa: E402
 from agent.protocol import Mount  # noqa: E402
 from agent.runtime.base import StartError  # noqa: E402
 from agent.runtime.docker import LABEL_ATTEMPT, DockerRuntime  # noqa: E402
-
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("useradd") is None, reason="switching identities needs root and useradd"
-)
 
 
 @needs_root

@@ -9,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from agent_testkit import host_scratch_dir, run_async
-from test_agent_isolation import log_of, needs_root, open_state, owner_isolation, runtime, spec  # noqa: F401
+from agent_testkit import host_scratch_dir, log_of, needs_root, owner_isolation, run_async, runtime, spec
 
 from agent.runtime.isolation import descendants
 
@@ -36,7 +35,7 @@ echo probed
 
 
 @needs_root
-def test_an_attempt_sees_no_process_of_another_attempt_in_proc(open_state: Path) -> None:  # noqa: F811
+def test_an_attempt_sees_no_process_of_another_attempt_in_proc(open_state: Path) -> None:
     """iso61: ``/proc/<pid>/cmdline`` is world-readable, and so are ``status``, ``mountinfo``,
     ``cgroup``, ``sched`` and ``limits``: bob's attempt read alice's command line (a token passed as
     an argument, ``--hf-token=…``, is common), and from her mount table which GPUs she held and the
@@ -84,7 +83,7 @@ def test_a_private_proc_needs_linux_5_8_and_the_host_state_says_so() -> None:
 
 
 @needs_root
-def test_attempts_do_not_share_the_hosts_run_lock(open_state: Path) -> None:  # noqa: F811
+def test_attempts_do_not_share_the_hosts_run_lock(open_state: Path) -> None:
     """iso61: ``/run/lock`` (``/var/lock``) is world-writable on Debian and Ubuntu (mode 1777), and
     was the host's in every attempt: a file alice's attempt left there (0644 with the commands'
     umask 022) was read by bob's, and stayed on the host after both ended. Where the host's is
@@ -111,7 +110,7 @@ def test_attempts_do_not_share_the_hosts_run_lock(open_state: Path) -> None:  # 
 
 
 @needs_root
-def test_an_attempts_own_home_is_removed_when_it_ends(open_state: Path) -> None:  # noqa: F811
+def test_an_attempts_own_home_is_removed_when_it_ends(open_state: Path) -> None:
     """iso61: an identity without a home gets ``<state>/attempts/<id>.d/home`` (mode 0700), where
     caches land (``~/.cache/huggingface``: GBs) and stayed on the agent's disk, in its state dir,
     until the record was forgotten (a day, a week unacknowledged), as the temporary files of the

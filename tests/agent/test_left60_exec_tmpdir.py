@@ -7,12 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_testkit import run_async
-from test_agent_isolation import MARKERS, log_of, needs_root, open_state, runtime, spec, wait_log
-
-from agent.runtime import process
-
-__all__ = ["open_state"]  # the fixture, used by name
+from agent_testkit import MARKERS, log_of, needs_root, patch_attempt_init, run_async, runtime, spec, wait_log
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -20,10 +15,10 @@ UNSHARE = 'check(libc.unshare(0x00020000 | 0x08000000), "unshare(CLONE_NEWNS|CLO
 
 
 @needs_root
-def test_exec_gets_the_attempts_fallback_tmpdir(open_state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert UNSHARE in process._WRAPPER
-    refused = process._WRAPPER.replace(UNSHARE, 'check(-1, "unshare(CLONE_NEWNS|CLONE_NEWIPC)")')
-    monkeypatch.setattr(process, "_WRAPPER", refused)
+def test_exec_gets_the_attempts_fallback_tmpdir(
+    open_state: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    patch_attempt_init(monkeypatch, tmp_path, UNSHARE, 'check(-1, "unshare(CLONE_NEWNS|CLONE_NEWIPC)")')
 
     async def scenario() -> None:
         rt, _exits = runtime(open_state)

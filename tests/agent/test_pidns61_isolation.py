@@ -10,16 +10,15 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agent_testkit import run_async
-from test_agent_isolation import (  # noqa: F401
+from agent_testkit import (
     MARKERS,
-    _kill_markers,
-    _marker_pids,
+    kill_markers,
     log_of,
+    marker_pids,
     needs_mount_ns,
     needs_root,
-    open_state,
     owner_isolation,
+    run_async,
     runtime,
     spec,
     wait_log,
@@ -54,7 +53,7 @@ async def _running(rt: object, attempt_id: int, marker: str, root: int) -> list[
     raise AssertionError(f"sleep {marker} never ran in attempt {attempt_id}")
 
 
-def test_an_attempt_lists_only_its_own_processes_numbered_from_one(open_state: Path) -> None:  # noqa: F811
+def test_an_attempt_lists_only_its_own_processes_numbered_from_one(open_state: Path) -> None:
     """``ps`` in an attempt: PID 1 is its wrapper (the namespace's init), its command and what it
     started follow; no host process, none of another owner's attempt (hers runs meanwhile)."""
 
@@ -73,7 +72,7 @@ def test_an_attempt_lists_only_its_own_processes_numbered_from_one(open_state: P
         assert seen, out
         me = int(out.split("me ", 1)[1].split()[0])
         assert b.pid is not None and me != b.pid and me not in alice, out  # its own number, not the host's
-        assert "python -I -c" in seen[1], seen  # its init: the wrapper
+        assert "attempt_init.py" in seen[1], seen  # its init: the wrapper (pid63: its file, not its source)
         assert "init environ refused" in out, out  # root's, not dumpable: the go it holds unreadable
         assert " -c sleep " in seen[me], seen
         assert any(f"sleep {MARKERS[1]}" == args for args in seen.values()), seen
@@ -85,10 +84,10 @@ def test_an_attempt_lists_only_its_own_processes_numbered_from_one(open_state: P
     try:
         run_async(scenario())
     finally:
-        _kill_markers()
+        kill_markers()
 
 
-def test_an_exec_lists_the_attempts_processes_with_their_command_lines(open_state: Path) -> None:  # noqa: F811
+def test_an_exec_lists_the_attempts_processes_with_their_command_lines(open_state: Path) -> None:
     """iso61's ``/proc`` (``hidepid=invisible``) hid the attempt's processes from an exec (a Landlock
     domain of its own): ``ps`` in ``fairway exec`` showed nothing of the job. It joins the
     attempt's PID namespace now, as ``docker exec``; its environ stays unreadable (no ptrace across
@@ -127,10 +126,10 @@ def test_an_exec_lists_the_attempts_processes_with_their_command_lines(open_stat
     try:
         run_async(scenario(), timeout=40)
     finally:
-        _kill_markers()
+        kill_markers()
 
 
-def test_an_interactive_exec_lists_the_attempts_processes(open_state: Path) -> None:  # noqa: F811
+def test_an_interactive_exec_lists_the_attempts_processes(open_state: Path) -> None:
     """``fairway exec -it ID -- bash`` then ``ps aux``: the attempt's processes are there."""
 
     async def scenario() -> None:
@@ -152,10 +151,10 @@ def test_an_interactive_exec_lists_the_attempts_processes(open_state: Path) -> N
     try:
         run_async(scenario(), timeout=40)
     finally:
-        _kill_markers()
+        kill_markers()
 
 
-def test_a_stop_still_ends_every_process_and_the_grace_signal_reaches_the_command(open_state: Path) -> None:  # noqa: F811
+def test_a_stop_still_ends_every_process_and_the_grace_signal_reaches_the_command(open_state: Path) -> None:
     """The agent's SIGTERM reaches the command itself (not swallowed by the namespace's init), its
     exit code is the attempt's; what it left behind (a ``setsid`` daemon, an exec's) dies with it."""
 
@@ -176,15 +175,15 @@ def test_a_stop_still_ends_every_process_and_the_grace_signal_reaches_the_comman
         assert "got TERM" in log_of(rt, 1)
         await asyncio.wait_for(exits.get(), 10)
         await asyncio.sleep(0.1)
-        assert _marker_pids() == []
+        assert marker_pids() == []
 
     try:
         run_async(scenario(), timeout=40)
     finally:
-        _kill_markers()
+        kill_markers()
 
 
-def test_an_attempts_exit_code_and_a_signal_death_are_kept(open_state: Path) -> None:  # noqa: F811
+def test_an_attempts_exit_code_and_a_signal_death_are_kept(open_state: Path) -> None:
     async def scenario() -> None:
         rt, exits = runtime(open_state, owner_isolation())
         await rt.start(spec(1, ["sh", "-c", "echo $$; exit 42"], owner="pid-alice"))
@@ -198,7 +197,7 @@ def test_an_attempts_exit_code_and_a_signal_death_are_kept(open_state: Path) -> 
     run_async(scenario())
 
 
-def test_the_namespaces_init_reaps_orphans_and_passes_on_a_signal_sent_to_it(open_state: Path) -> None:  # noqa: F811
+def test_the_namespaces_init_reaps_orphans_and_passes_on_a_signal_sent_to_it(open_state: Path) -> None:
     """PID 1 of the attempt's namespace (its wrapper): an orphan that ends is reaped (no zombie
     left), and a signal sent to PID 1 from inside (a root workload's ``kill -USR1 1``: an owner's
     command may not signal root's init) reaches the command, once."""
