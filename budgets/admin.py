@@ -484,9 +484,16 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
 
     @admin.action(description="Archive (refuse new submissions; running work carries on)", permissions=["change"])
     def archive_budgets(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
+        archived = 0
         for budget in queryset:
-            do_archive_budget(budget, actor=request.user, note="admin action")
-        messages.success(request, f"{queryset.count()} budget(s) archived with their sub-budgets.")
+            try:
+                do_archive_budget(budget, actor=request.user, note="admin action")
+            except BudgetError as exc:  # the root (brk63): it archived the whole organisation for good
+                messages.error(request, exc.message)
+            else:
+                archived += 1
+        if archived:
+            messages.success(request, f"{archived} budget(s) archived with their sub-budgets.")
 
     @admin.action(description="Download statement (CSV, last 30 days)")
     def download_statement(self, request: HttpRequest, queryset: QuerySet[Budget]) -> HttpResponse:

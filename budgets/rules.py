@@ -63,6 +63,21 @@ def parent_problem(path: str, *, archived: bool, unfinished: int) -> Refusal | N
     return None
 
 
+def archive_problem(path: str, *, root: bool) -> Refusal | None:
+    """Why budget ``path`` may not be archived, or None: the root never is (``budget_root``).
+    Archiving takes a budget's whole subtree (DESIGN.md §3.7), so the root's archived every budget:
+    every submission refused, and no budget could be made again, since an archived parent takes no
+    sub-budget (:func:`parent_problem`) and the tree keeps its one root (brk63)."""
+    if not root:
+        return None
+    return (
+        "budget_root",
+        "budget",
+        f"Budget {path} is the root: archiving it would archive every budget and no budget could be made "
+        "again; archive the programs or projects under it instead.",
+    )
+
+
 def boost_problem(path: str, *, archived: bool, root: bool = False) -> Refusal | None:
     """Why budget ``path`` takes no temporary share, or None: an archived budget's shares count
     for nothing (``budget_archived``; docs/standing.md "Temporary shares"), nor do the root's, the

@@ -570,7 +570,9 @@ def do_set_hold(budget: Budget, hold: bool, *, actor: object | None = None, note
 def do_archive_budget(budget: Budget, *, actor: object | None = None, note: str = "") -> Budget:
     """Archive a budget and its live descendants (§3.7): new submissions are refused, running and
     pending work carries on. Idempotent. Records each newly archived budget; requests a tick of
-    every cluster."""
+    every cluster. Raises BudgetError ``budget_root`` for the root (:func:`budgets.rules.archive_problem`)."""
+    if (refused := rules.archive_problem(budget.path, root=budget.parent_id is None)) is not None:
+        raise BudgetError(*refused)
     with transaction.atomic():
         now = timezone.now()
         # Lock the subtree, then read it again until no budget was added meanwhile: a child

@@ -1,0 +1,48 @@
+"""brk63: faults a breaker found as a hostile or careless user (budget edits, ...). Each test
+failed before its fix."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from budgets.models import Budget, ShareChange
+from tests.conftest import PASSWORD
+
+
+@pytest.fixture
+def admin_web(client, admin):
+    client.login(username="admin", password=PASSWORD)
+    return client
+
+
+def _messages(page: str) -> list[str]:
+    listed = page.split('class="messagelist"', 1)[1].split("</ul>")[0]
+    return [m.strip() for m in re.findall(r"<li[^>]*>(.*?)</li>", listed, re.S)]
+
+
+def test_the_root_budget_is_never_archived(admin_web, org_tree):
+    """The budgets admin's "Archive" of the root (a "select all" then Archive, say) archived every
+    budget of the organisation: every submission refused, and no budget could be made again (an
+    archived parent takes no sub-budget, and the tree keeps its one root), with no way back short
+    of the database. The root is refused, in the rule's words; the other budgets chosen are archived."""
+    from budgets.services import BudgetError, do_archive_budget
+
+    root, sam = org_tree["org"], org_tree["vision/sam"]
+    response = admin_web.post(
+        reverse("admin:budgets_budget_changelist"),
+        {"action": "archive_budgets", "_selected_action": [root.pk, sam.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    said = _messages(response.content.decode())
+    assert any("org is the root" in m for m in said), said
+    assert any(m.startswith("1 budget(s) archived") for m in said), said
+    assert list(Budget.objects.filter(archived_at__isnull=False).values_list("name", flat=True)) == ["sam"]
+    assert not ShareChange.objects.filter(budget=root, kind=ShareChange.Kind.ARCHIVE).exists()
+    with pytest.raises(BudgetError) as refused:
+        do_archive_budget(root)
+    assert refused.value.code == "budget_root"
+    assert Budget.objects.get(pk=root.pk).archived_at is None
