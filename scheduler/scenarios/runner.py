@@ -231,8 +231,17 @@ class MemoryBackend:
                 rejected[spec.id] = "unknown_budget"
                 continue
             live_children = any(b.parent == spec.budget and not b.archived for b in e.budgets.values())
+            under = [p for p, b in e.budgets.items() if b.parent == spec.budget and b.archived]
+            busy = sum(
+                1
+                for w in e.workloads.values()
+                if w.state in _UNFINISHED and any(w.budget == p or w.budget.startswith(p + "/") for p in under)
+            )
             refused = submission_problem(
-                spec.budget, has_children=live_children, archived=e.budgets[spec.budget].archived
+                spec.budget,
+                has_children=live_children,
+                archived=e.budgets[spec.budget].archived,
+                archived_children_work=busy,
             )
             if refused is not None:  # the rule do_submit_workload applies (budgets.rules)
                 rejected[spec.id] = refused[0]

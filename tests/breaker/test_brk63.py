@@ -46,3 +46,31 @@ def test_the_root_budget_is_never_archived(admin_web, org_tree):
         do_archive_budget(root)
     assert refused.value.code == "budget_root"
     assert Budget.objects.get(pk=root.pk).archived_at is None
+
+
+def test_a_budget_whose_archived_sub_budgets_have_work_takes_none_of_its_own(
+    researcher, manager, manager_client, submission, submit_kwargs, org_tree, cluster
+):
+    """With every project of nlp archived, nlp counted as a leaf (archived children make no parent)
+    while olmo's pending work carried on: a submission to nlp was taken, and the tick served nlp's
+    own queue before its children's, so it started ahead of olmo's older workload. That is the
+    parent with work of its own DESIGN.md §3.7 rules out the other way round (``parent_has_work``).
+    It is refused until the archived sub-budgets' work has ended; then nlp takes work again."""
+    from budgets.services import do_archive_budget
+    from scheduler.models import Workload
+    from scheduler.services import do_cancel_workload, do_submit_workload
+
+    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    do_archive_budget(org_tree["nlp/olmo"])
+    do_archive_budget(org_tree["nlp/tulu"])
+    response = manager_client.post("/api/v1/workloads/", submission(budget="nlp", gpu_count=8), format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "not_a_leaf"
+    message = response.json()["budget"][0]
+    assert "archived sub-budgets" in message and "1 unfinished workload" in message, message
+    quote = manager_client.post("/api/v1/workloads/quote/", submission(budget="nlp", gpu_count=8), format="json")
+    assert quote.status_code == 400 and quote.json()["code"] == "not_a_leaf"
+    assert list(Workload.objects.values_list("pk", flat=True)) == [waiting.pk]
+    do_cancel_workload(researcher, waiting)
+    taken = manager_client.post("/api/v1/workloads/", submission(budget="nlp", gpu_count=8), format="json")
+    assert taken.status_code == 201, taken.content

@@ -105,3 +105,28 @@ def test_remaining_duration_counts_to_the_release_in_memory(tmp_path: Path) -> N
 
 def test_remaining_duration_counts_to_the_release_on_db(tmp_path: Path, db_backend: DbBackend) -> None:
     assert _play(REMAINING_COUNTED_TO_RELEASE, tmp_path, db_backend)["A1"] == "succeeded"
+
+
+PARENT_OF_ARCHIVED_WORK = """
+name: a budget whose archived sub-budgets still have work takes none of its own (brk63)
+hosts: [{name: h1, gpus: 4}]
+budgets: [{path: A}, {path: A/x}]
+running:
+  - {id: X1, budget: A/x, gpus: 4, host: h1, min_runtime: 1h, elapsed: 10m, duration: 1h}
+steps:
+  - archive_budget: A/x
+  - submit: [{id: P1, budget: A, gpus: 1, min_runtime: 1h}]
+    expect: {rejected: {P1: not_a_leaf}}
+  - at: 50m
+    expect: {running_exactly: []}
+  - submit: [{id: P2, budget: A, gpus: 1, min_runtime: 1h}]
+    expect: {rejected: null}
+"""
+
+
+def test_a_budget_with_archived_work_below_takes_none_of_its_own_in_memory(tmp_path: Path) -> None:
+    _play(PARENT_OF_ARCHIVED_WORK, tmp_path, MemoryBackend())
+
+
+def test_a_budget_with_archived_work_below_takes_none_of_its_own_on_db(tmp_path: Path, db_backend: DbBackend) -> None:
+    _play(PARENT_OF_ARCHIVED_WORK, tmp_path, db_backend)
