@@ -74,3 +74,25 @@ def test_a_budget_whose_archived_sub_budgets_have_work_takes_none_of_its_own(
     do_cancel_workload(researcher, waiting)
     taken = manager_client.post("/api/v1/workloads/", submission(budget="nlp", gpu_count=8), format="json")
     assert taken.status_code == 201, taken.content
+
+
+def test_an_archived_budget_with_work_is_not_moved_under_a_budget_with_work_of_its_own(
+    admin_web, researcher, outsider, submit_kwargs, org_tree, cluster
+):
+    """The admin's change form checked a new parent's rules (``parent_has_work``) for live budgets
+    only: archived nlp/olmo, its pending workload carrying on, was moved under vision/sam, which had
+    pending work of its own, making sam a parent whose own queue the tick serves before its child's
+    (DESIGN.md §3.7). The move is refused with the rule's words; nothing changes."""
+    from budgets.services import do_archive_budget
+    from scheduler.services import do_submit_workload
+    from tests.api.test_admin import _budget_form
+
+    olmo, sam = org_tree["nlp/olmo"], org_tree["vision/sam"]
+    do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    do_submit_workload(outsider, **submit_kwargs(budget=sam, gpu_count=8))
+    do_archive_budget(olmo)
+    olmo.refresh_from_db()
+    response = admin_web.post(reverse("admin:budgets_budget_change", args=[olmo.pk]), _budget_form(olmo, parent=sam.pk))
+    assert response.status_code == 200
+    assert "vision/sam has 1 unfinished workload" in response.content.decode()
+    assert Budget.objects.get(pk=olmo.pk).parent_id == org_tree["nlp"].pk
