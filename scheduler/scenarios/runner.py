@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from budgets.rules import parent_problem, submission_problem
+from budgets.rules import archive_problem, parent_problem, submission_problem
 from scheduler.policy import Budget, GpuHealth, Host, HostState, UsageRecord
 from scheduler.policy.admission import infeasible_request
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
@@ -312,6 +312,9 @@ class MemoryBackend:
         self.e.budgets[path] = replace(self.e.budgets[path], hold=hold)
 
     def archive_budget(self, path: str) -> None:
+        # the rule do_archive_budget applies (budgets.rules), as the db backend answers
+        if (refused := archive_problem(path, root=path == ROOT)) is not None:
+            raise ValueError(refused[2])
         self.e.budgets[path] = replace(self.e.budgets[path], archived=True)
 
     def restart(self) -> None:

@@ -130,3 +130,31 @@ def test_a_budget_with_archived_work_below_takes_none_of_its_own_in_memory(tmp_p
 
 def test_a_budget_with_archived_work_below_takes_none_of_its_own_on_db(tmp_path: Path, db_backend: DbBackend) -> None:
     _play(PARENT_OF_ARCHIVED_WORK, tmp_path, db_backend)
+
+
+ARCHIVE_THE_ROOT = """
+name: the root is never archived (brk63)
+hosts: [{name: h1, gpus: 4}]
+budgets: [{path: A}]
+steps:
+  - archive_budget: (root)
+"""
+
+
+def _refused(text: str, tmp_path: Path, backend: Backend) -> str:
+    from scheduler.scenarios.spec import ScenarioError
+
+    path = tmp_path / "rule.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as refused:
+        run_scenario(str(path), backend)
+    return str(refused.value)
+
+
+def test_archiving_the_root_is_the_scenarios_error_in_memory(tmp_path: Path) -> None:
+    assert "is the root" in _refused(ARCHIVE_THE_ROOT, tmp_path, MemoryBackend())
+
+
+def test_archiving_the_root_is_the_scenarios_error_on_db(tmp_path: Path, db_backend: DbBackend) -> None:
+    """It was a BudgetError traceback out of ``manage.py scenario --backend db`` once the root was refused."""
+    assert "is the root" in _refused(ARCHIVE_THE_ROOT, tmp_path, db_backend)
