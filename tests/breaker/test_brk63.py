@@ -96,3 +96,70 @@ def test_an_archived_budget_with_work_is_not_moved_under_a_budget_with_work_of_i
     assert response.status_code == 200
     assert "vision/sam has 1 unfinished workload" in response.content.decode()
     assert Budget.objects.get(pk=olmo.pk).parent_id == org_tree["nlp"].pk
+
+
+@pytest.mark.parametrize("raw", ["abc", "9223372036854775808"])
+@pytest.mark.parametrize(
+    ("model", "action"),
+    [("budgets_budget", "hold_budgets"), ("scheduler_host", "cordon"), ("scheduler_workload", "cancel")],
+)
+def test_an_admin_action_over_a_selection_that_is_no_id_is_refused_in_words(
+    admin_web, org_tree, hosts, researcher, submit_kwargs, model, action, raw
+):
+    """A changelist action posted with ``_selected_action=abc`` (or past a 64-bit integer) was a
+    500 from Django's own ``pk__in`` (ValueError, OverflowError); nothing changed. It is refused
+    with a message, back to the list, and still nothing changes."""
+    from config.admin_ids import BAD_SELECTION
+    from scheduler.models import Host, Workload
+    from scheduler.services import do_submit_workload
+
+    workload = do_submit_workload(researcher, **submit_kwargs())
+    real = {
+        "budgets_budget": org_tree["nlp"].pk,
+        "scheduler_host": hosts["a100-1"].pk,
+        "scheduler_workload": workload.pk,
+    }
+    url = reverse(f"admin:{model}_changelist")
+    response = admin_web.post(url, {"action": action, "_selected_action": [real[model], raw]}, follow=True)
+    assert response.status_code == 200
+    assert BAD_SELECTION in _messages(response.content.decode())
+    assert not Budget.objects.filter(hold=True).exists()
+    assert Host.objects.get(pk=hosts["a100-1"].pk).state == Host.State.ACTIVE
+    assert Workload.objects.get(pk=workload.pk).state == Workload.State.PENDING
+
+
+@pytest.mark.parametrize("raw", ["abc", "9223372036854775808"])
+@pytest.mark.parametrize(
+    ("page", "field"),
+    [
+        ("budgets_budget_add", "parent"),
+        ("budgets_shareboost_add", "budget"),
+        ("budgets_usageentry_add", "budget"),
+        ("accounts_membership_add", "user"),
+        ("accounts_membership_add", "budget"),
+    ],
+)
+def test_an_admin_picker_posted_with_no_id_shows_its_form_again(admin_web, org_tree, page, field, raw):
+    """An autocomplete picker posted with a value that is no id (``parent=abc``) was a 500: the
+    form was refused, then its widget queried the value to show it back. The form comes back with
+    the field's error; nothing is created."""
+    before = Budget.objects.count()
+    response = admin_web.post(reverse(f"admin:{page}"), {"name": "x", "shares": "1", field: raw})
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()
+    assert Budget.objects.count() == before
+
+
+def test_a_users_membership_picker_posted_with_no_id_shows_the_form_again(admin_web, researcher):
+    """The user's page's memberships (an inline's autocomplete picker) took the same 500."""
+    from accounts.models import Membership
+
+    page = admin_web.get(reverse("admin:accounts_user_change", args=[researcher.pk])).content.decode()
+    data = dict(re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', page))
+    data.update({"username": "researcher", "memberships-0-budget": "abc", "memberships-0-role": "member"})
+    data.setdefault("date_joined_0", "2026-12-01")
+    data.setdefault("date_joined_1", "00:00:00")
+    before = list(Membership.objects.values_list("budget_id", "role"))
+    response = admin_web.post(reverse("admin:accounts_user_change", args=[researcher.pk]), data)
+    assert response.status_code == 200
+    assert list(Membership.objects.values_list("budget_id", "role")) == before
