@@ -20,6 +20,7 @@ from accounts.models import (
     system_uid,
 )
 from budgets.admin_search import BudgetPathSearchMixin
+from config.admin_ids import AdminIdsMixin
 from scheduler.models import Cluster
 
 
@@ -79,7 +80,7 @@ class UserPosixForm(UserChangeForm):
         return cleaned
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(AdminIdsMixin, admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["budget"]
@@ -97,7 +98,7 @@ class OidcIdentityInline(admin.TabularInline):
 
 
 @admin.register(User)
-class UserAdmin(DjangoUserAdmin):
+class UserAdmin(AdminIdsMixin, DjangoUserAdmin):
     form = UserPosixForm
     inlines = [MembershipInline, OidcIdentityInline]
     list_display = ["username", "email", "first_name", "last_name", "posix_uid", "is_staff", "is_active", "last_login"]
@@ -115,7 +116,7 @@ class UserAdmin(DjangoUserAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
+class MembershipAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
     list_display = ["user", "budget", "role", "created_at"]
     list_filter = ["role"]
     search_fields = ["user__username", "budget__name"]

@@ -37,6 +37,7 @@ from budgets.services import (
     tree_order,
     wait_for_ticks,
 )
+from config.admin_ids import AdminIdsMixin
 from fairway_cli.numbers import instant_text
 
 
@@ -251,7 +252,7 @@ class BudgetChangeList(ChangeList):
 
 
 @admin.register(Budget)
-class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
+class BudgetAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
     budget_path_lookup = "id"
     form = BudgetAdminForm
     inlines = [ShareChangeInline]
@@ -484,9 +485,16 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
 
     @admin.action(description="Archive (refuse new submissions; running work carries on)", permissions=["change"])
     def archive_budgets(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
+        archived = 0
         for budget in queryset:
-            do_archive_budget(budget, actor=request.user, note="admin action")
-        messages.success(request, f"{queryset.count()} budget(s) archived with their sub-budgets.")
+            try:
+                do_archive_budget(budget, actor=request.user, note="admin action")
+            except BudgetError as exc:  # the root (brk63): it archived the whole organisation for good
+                messages.error(request, exc.message)
+            else:
+                archived += 1
+        if archived:
+            messages.success(request, f"{archived} budget(s) archived with their sub-budgets.")
 
     @admin.action(description="Download statement (CSV, last 30 days)")
     def download_statement(self, request: HttpRequest, queryset: QuerySet[Budget]) -> HttpResponse:
@@ -507,7 +515,7 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
 
 
 @admin.register(ShareBoost)
-class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
+class ShareBoostAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
     """Temporary shares ("deadline boosts", docs/standing.md): scheduled here, applied and undone by
     the clock through the share-edit service. Who may change a budget may schedule one; a scheduled
     one may be deleted before it starts; none is edited (schedule another instead)."""
@@ -610,7 +618,7 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
 
 
 @admin.register(UsageEntry)
-class UsageEntryAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
+class UsageEntryAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
     list_display = ["budget", "cluster", "start", "end", "gpus", "gpu_seconds", "note"]
     list_filter = ["cluster"]
     search_fields = ["budget__name", "note"]
@@ -666,7 +674,7 @@ class BudgetStateListFilter(admin.SimpleListFilter):
 
 
 @admin.register(ShareChange)
-class ShareChangeAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
+class ShareChangeAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
     """Audit history: who changed which budget's shares (or hold, archive) when. Read-only. The search
     box finds a budget by its path (``nlp/olmo``) or any part of it, as the pages show it."""
 

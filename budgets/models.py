@@ -85,6 +85,15 @@ def unfinished_workloads(budget: Budget) -> int:
     return Workload.objects.filter(budget_id=budget.pk).exclude(state__in=Workload.FINAL_STATES).count()
 
 
+def _subtree_has_work(pk: int) -> bool:
+    """Whether budget ``pk`` or a budget under it has an unfinished workload."""
+    from budgets.services import subtree_ids
+    from scheduler.models import Workload  # the scheduler app builds on this one
+
+    under = Workload.objects.filter(budget_id__in=subtree_ids([pk]))
+    return under.exclude(state__in=Workload.FINAL_STATES).exists()
+
+
 def _stays_under(pk: int | None, parent: Budget) -> bool:
     """True when budget ``pk`` is saved again under the parent it already has (an edit of its
     shares or caps): a tree made before the rule of :func:`placement_problem` keeps working."""
@@ -170,7 +179,8 @@ class Budget(models.Model):
         never the budget itself nor one of its sub-budgets (the tree would have a cycle, and every
         tick refuses a tree with a cycle); a cap never negative (0: no allocated usage at all); no live
         sibling of the same name, no archived parent and no second root: :func:`placement_problem`, the
-        rule ``do_create_budget`` applies."""
+        rule ``do_create_budget`` applies. An archived budget moved with unfinished work under it
+        goes only under a parent with none of its own (:func:`budgets.rules.parent_problem`, brk63)."""
         super().clean()
         problem = budget_name_problem((self.name or "").strip())
         if problem:
@@ -190,6 +200,9 @@ class Budget(models.Model):
             placement = placement_problem((self.name or "").strip(), self.parent, self.pk)
         elif self.parent_id is None:
             placement = placement_problem(None, None, self.pk)  # an archived root is still a root
+        elif self.pk is not None and not _stays_under(self.pk, self.parent) and _subtree_has_work(self.pk):
+            # its work carries on under the new parent, which must have none of its own (brk63)
+            placement = parent_problem(self.parent.path, archived=False, unfinished=unfinished_workloads(self.parent))
         else:
             placement = None
         if placement is not None:

@@ -18,13 +18,27 @@ Refusal = tuple[str, str, str]
 """``(code, field, message)``: a refusal's stable code, the input field it names, its sentence."""
 
 
-def submission_problem(path: str, *, has_children: bool, archived: bool) -> Refusal | None:
+def submission_problem(
+    path: str, *, has_children: bool, archived: bool, archived_children_work: int = 0
+) -> Refusal | None:
     """Why budget ``path`` takes no new workload, or None: workloads are submitted to leaves
     (``not_a_leaf``, DESIGN.md §3.7) and an archived budget takes no new work
     (``budget_archived``). ``has_children``: it has a live sub-budget (archived ones do not make
-    it a parent, :func:`budgets.services.is_leaf`)."""
+    it a parent, :func:`budgets.services.is_leaf`). ``archived_children_work``: the unfinished
+    workloads under its archived sub-budgets (:func:`budgets.services.archived_children_work`):
+    while there are some it is still their parent, whose own queue the dispatch would serve before
+    theirs (the state :func:`parent_problem` rules out the other way round; brk63), so it is
+    ``not_a_leaf`` until they end."""
     if has_children:
         return "not_a_leaf", "budget", f"Budget {path} has sub-budgets; submit to one of them."
+    if archived_children_work:
+        n = archived_children_work
+        return (
+            "not_a_leaf",
+            "budget",
+            f"Budget {path}'s archived sub-budgets still have {n} unfinished workload{'s' if n != 1 else ''}: "
+            "it takes work of its own once they end (its own queue would be served before theirs).",
+        )
     if archived:
         return "budget_archived", "budget", f"Budget {path} is archived and takes no new work."
     return None
@@ -61,6 +75,21 @@ def parent_problem(path: str, *, archived: bool, unfinished: int) -> Refusal | N
             "(let them finish or cancel them first).",
         )
     return None
+
+
+def archive_problem(path: str, *, root: bool) -> Refusal | None:
+    """Why budget ``path`` may not be archived, or None: the root never is (``budget_root``).
+    Archiving takes a budget's whole subtree (DESIGN.md §3.7), so the root's archived every budget:
+    every submission refused, and no budget could be made again, since an archived parent takes no
+    sub-budget (:func:`parent_problem`) and the tree keeps its one root (brk63)."""
+    if not root:
+        return None
+    return (
+        "budget_root",
+        "budget",
+        f"Budget {path} is the root: archiving it would archive every budget and no budget could be made "
+        "again; archive the programs or projects under it instead.",
+    )
 
 
 def boost_problem(path: str, *, archived: bool, root: bool = False) -> Refusal | None:

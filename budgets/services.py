@@ -112,6 +112,20 @@ def is_leaf(budget: Budget, tree: dict[int, Budget] | None = None) -> bool:
     return not any(b.parent_id == budget.id and b.archived_at is None for b in tree.values())
 
 
+def archived_children_work(budget: Budget, tree: dict[int, Budget] | None = None) -> int:
+    """How many unfinished workloads (pending, starting, running, preempting) the subtrees of
+    ``budget``'s archived sub-budgets hold: :func:`budgets.rules.submission_problem` reads it. One
+    query, only when it has an archived sub-budget."""
+    tree = load_tree() if tree is None else tree
+    archived = [b.id for b in tree.values() if b.parent_id == budget.id and b.archived_at is not None]
+    if not archived:
+        return 0
+    from scheduler.models import Workload  # the scheduler app builds on this one
+
+    unfinished = Workload.objects.filter(budget_id__in=subtree_ids(archived, tree))
+    return unfinished.exclude(state__in=Workload.FINAL_STATES).count()
+
+
 _ID_DIGITS = re.compile(r"[0-9]{1,18}")
 """An id given as text: ASCII digits only (``"²".isdigit()`` is true but ``int("²")`` fails), short
 enough for ``int()`` and a database integer; anything else is read as a path."""
@@ -570,7 +584,9 @@ def do_set_hold(budget: Budget, hold: bool, *, actor: object | None = None, note
 def do_archive_budget(budget: Budget, *, actor: object | None = None, note: str = "") -> Budget:
     """Archive a budget and its live descendants (§3.7): new submissions are refused, running and
     pending work carries on. Idempotent. Records each newly archived budget; requests a tick of
-    every cluster."""
+    every cluster. Raises BudgetError ``budget_root`` for the root (:func:`budgets.rules.archive_problem`)."""
+    if (refused := rules.archive_problem(budget.path, root=budget.parent_id is None)) is not None:
+        raise BudgetError(*refused)
     with transaction.atomic():
         now = timezone.now()
         # Lock the subtree, then read it again until no budget was added meanwhile: a child

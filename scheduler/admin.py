@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from budgets.admin_search import BudgetPathSearchMixin
+from config.admin_ids import AdminIdsMixin
 from config.errors import ServiceError
 from fairway_cli.numbers import duration_text, gpu_time_text, instant_text
 from scheduler.gpu_report import unreported
@@ -85,7 +86,7 @@ def _each(
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(AdminIdsMixin, admin.ModelAdmin):
     list_display = ["name", "host_count", "gpu_count", "allow_root_workloads", "description"]
     search_fields = ["name"]
     actions = ["create_join_token"]
@@ -196,7 +197,7 @@ class HostForm(forms.ModelForm):
 
 
 @admin.register(Host)
-class HostAdmin(admin.ModelAdmin):
+class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
     form = HostForm
     list_display = [
         "name",
@@ -440,7 +441,7 @@ class HostAdmin(admin.ModelAdmin):
 
 
 @admin.register(GPU)
-class GPUAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class GPUAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["__str__", "model", "memory_mb", "health", "report", "uuid", "nominated_for", "removed_at"]
     list_filter = ["health", "model", "host__cluster", ("removed_at", admin.EmptyFieldListFilter)]
     search_fields = ["uuid", "host__name"]
@@ -482,7 +483,7 @@ class WorkloadEventInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Workload)
-class WorkloadAdmin(BudgetPathSearchMixin, ReadOnlyMixin, admin.ModelAdmin):
+class WorkloadAdmin(AdminIdsMixin, BudgetPathSearchMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "name",
@@ -554,7 +555,7 @@ class AttemptGPUInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class AttemptAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "workload",
@@ -600,7 +601,7 @@ class AttemptAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(WorkloadEvent)
-class WorkloadEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class WorkloadEventAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["recorded_at", "workload", "kind", "actor", "message"]
     list_filter = ["kind"]
     search_fields = ["workload__name", "message"]
@@ -618,7 +619,7 @@ class WorkloadEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(HostEvent)
-class HostEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class HostEventAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["recorded_at", "host", "kind", "actor", "message"]
     list_filter = ["kind", "host__cluster"]
     search_fields = ["host__name", "message"]
@@ -634,7 +635,7 @@ class HostEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(JoinToken)
-class JoinTokenAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class JoinTokenAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     """Join tokens are created by the cluster action or ``manage.py create_join_token``; only hashes are kept."""
 
     list_display = ["id", "cluster", "created_at", "expires_at", "created_by", "used_at", "host", "note"]
@@ -660,7 +661,7 @@ class JoinTokenAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Mount)
-class MountAdmin(admin.ModelAdmin):
+class MountAdmin(AdminIdsMixin, admin.ModelAdmin):
     """The storage catalog (docs/jobs.md): host paths are set here only, by admins; ``clean``
     refuses relative paths, ``..`` and a misplaced ``{user}``."""
 
@@ -671,13 +672,13 @@ class MountAdmin(admin.ModelAdmin):
 
 
 @admin.register(ArrayGroup)
-class ArrayGroupAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class ArrayGroupAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["id", "name", "owner", "cluster", "spec", "limit", "created_at"]
     list_filter = ["cluster"]
 
 
 @admin.register(NotificationSettings)
-class NotificationSettingsAdmin(admin.ModelAdmin):
+class NotificationSettingsAdmin(AdminIdsMixin, admin.ModelAdmin):
     list_display = ["user", "email_kinds", "webhook_kinds", "webhook_url"]
     # A webhook typed without a scheme reads as https (Django 6's default; Django 5.2 warns
     # while the default is still http).
@@ -685,6 +686,6 @@ class NotificationSettingsAdmin(admin.ModelAdmin):
 
 
 @admin.register(Notification)
-class NotificationAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class NotificationAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["key", "user", "channel", "state", "tries", "last_error", "sent_at"]
     list_filter = ["state", "channel"]

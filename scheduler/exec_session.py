@@ -28,7 +28,8 @@ A reader gone without a word (exl61): an idle one's socket is closed by the web 
 (uvicorn's pings, ``scheduler.management.commands.serve``: within 3 minutes); one whose socket's
 buffers are full never answers, and the keepalive's close waits on those buffers, so a send that
 waited :data:`READER_STALL_S` ends the session. A web process holds at most
-``FAIRWAY_EXEC_MAX_SESSIONS`` sessions, one person at most half (:func:`agent.protocol.one_persons_share`);
+``FAIRWAY_EXEC_MAX_SESSIONS`` sessions, one person at most half (:func:`agent.protocol.one_persons_share`),
+and a socket silent before its first frame for :data:`FIRST_FRAME_S` is refused (brk63);
 ``fairway port-forward``'s connections (:mod:`scheduler.port_forward`) count in the same, and share
 the token's recheck, the stalled reader's end and the abandon of one whose id had not come.
 """
@@ -56,6 +57,10 @@ logger = logging.getLogger(__name__)
 
 OPEN_WAIT_S = 10.0
 """How long a session waits for the agent's connection to take it before ``host_offline``."""
+FIRST_FRAME_S = 30.0
+"""How long a websocket with a valid token may stay silent before its first frame: then it is refused
+``first_frame_timeout`` (close 4408). The CLI sends it at once; a socket that never did was held
+for ever and counted in no cap (brk63)."""
 TOKEN_RECHECK_S = 60.0
 """How often a session's token is checked again: a logout (its token deleted), an expiry or the
 user's deactivation ends the session within this (brk61: it went on until the idle timeout)."""
@@ -176,12 +181,21 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
         self.counted = False  # holds one of FAIRWAY_EXEC_MAX_SESSIONS
         self.taken = False  # the agent's connection told this one the session's id (or ended it)
         self.open_timer: asyncio.TimerHandle | None = None
+        self.first_timer: asyncio.TimerHandle | None = None
         self.recheck: asyncio.Task[None] | None = None
         await self.accept()
         try:
             self.user = await _token_user(_authorization(self.scope))
         except ServiceError as exc:
             await self.refuse(exc)
+            return
+        loop = asyncio.get_running_loop()
+        self.first_timer = loop.call_later(FIRST_FRAME_S, lambda: loop.create_task(self._no_first_frame()))
+
+    async def _no_first_frame(self) -> None:
+        if self.target is None and not self.opening:
+            message = f"No first frame came within {FIRST_FRAME_S:g} s of the connection; connect again and send it."
+            await self.refuse(ServiceError("first_frame_timeout", None, message, status=408))
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its per-message trip to the thread-sensitive thread (as the
@@ -215,6 +229,8 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
 
     async def _open(self, text_data: str | None) -> None:
         self.opening = True
+        if self.first_timer is not None:
+            self.first_timer.cancel()
         try:
             data = json.loads(text_data or "")
         except ValueError:
@@ -298,6 +314,8 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
                 logger.warning("%s: its token could not be checked again", self.WHAT, exc_info=True)
 
     async def disconnect(self, code: int) -> None:
+        if self.first_timer is not None:
+            self.first_timer.cancel()
         if self.open_timer is not None:
             self.open_timer.cancel()
         if self.recheck is not None:

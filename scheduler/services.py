@@ -30,7 +30,15 @@ from accounts.services import archived_budget_paths, is_manager, is_member, subm
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, submission_problem
-from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
+from budgets.services import (
+    ancestor_ids,
+    archived_children_work,
+    budget_hint,
+    is_leaf,
+    load_tree,
+    resolve_budget,
+    share_lock_budget,
+)
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text, instant_text
 from fairway_cli.words import LIMIT_PASSED, resubmitted_from_text
@@ -843,6 +851,7 @@ def do_submit_workload(
         the_budget.path,
         has_children=not is_leaf(the_budget, tree),
         archived=the_budget.archived and not (archived_ok and dry_run),
+        archived_children_work=archived_children_work(the_budget, tree),
     ):
         refuse(*placed)
 

@@ -632,7 +632,10 @@ class DbBackend:
         do_set_hold(self._budget_obj(path), hold)
 
     def archive_budget(self, path: str) -> None:
-        do_archive_budget(self._budget_obj(path))
+        try:
+            do_archive_budget(self._budget_obj(path))
+        except BudgetError as exc:  # budget_root: the scenario's error, as the memory backend's
+            raise ValueError(exc.message) from None
 
     def restart(self) -> None:
         """Forget everything in memory; the scheduler continues from the database alone."""

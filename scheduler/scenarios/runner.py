@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from budgets.rules import parent_problem, submission_problem
+from budgets.rules import archive_problem, parent_problem, submission_problem
 from scheduler.policy import Budget, GpuHealth, Host, HostState, UsageRecord
 from scheduler.policy.admission import infeasible_request
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
@@ -231,8 +231,17 @@ class MemoryBackend:
                 rejected[spec.id] = "unknown_budget"
                 continue
             live_children = any(b.parent == spec.budget and not b.archived for b in e.budgets.values())
+            under = [p for p, b in e.budgets.items() if b.parent == spec.budget and b.archived]
+            busy = sum(
+                1
+                for w in e.workloads.values()
+                if w.state in _UNFINISHED and any(w.budget == p or w.budget.startswith(p + "/") for p in under)
+            )
             refused = submission_problem(
-                spec.budget, has_children=live_children, archived=e.budgets[spec.budget].archived
+                spec.budget,
+                has_children=live_children,
+                archived=e.budgets[spec.budget].archived,
+                archived_children_work=busy,
             )
             if refused is not None:  # the rule do_submit_workload applies (budgets.rules)
                 rejected[spec.id] = refused[0]
@@ -303,6 +312,9 @@ class MemoryBackend:
         self.e.budgets[path] = replace(self.e.budgets[path], hold=hold)
 
     def archive_budget(self, path: str) -> None:
+        # the rule do_archive_budget applies (budgets.rules), as the db backend answers
+        if (refused := archive_problem(path, root=path == ROOT)) is not None:
+            raise ValueError(refused[2])
         self.e.budgets[path] = replace(self.e.budgets[path], archived=True)
 
     def restart(self) -> None:

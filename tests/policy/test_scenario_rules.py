@@ -105,3 +105,56 @@ def test_remaining_duration_counts_to_the_release_in_memory(tmp_path: Path) -> N
 
 def test_remaining_duration_counts_to_the_release_on_db(tmp_path: Path, db_backend: DbBackend) -> None:
     assert _play(REMAINING_COUNTED_TO_RELEASE, tmp_path, db_backend)["A1"] == "succeeded"
+
+
+PARENT_OF_ARCHIVED_WORK = """
+name: a budget whose archived sub-budgets still have work takes none of its own (brk63)
+hosts: [{name: h1, gpus: 4}]
+budgets: [{path: A}, {path: A/x}]
+running:
+  - {id: X1, budget: A/x, gpus: 4, host: h1, min_runtime: 1h, elapsed: 10m, duration: 1h}
+steps:
+  - archive_budget: A/x
+  - submit: [{id: P1, budget: A, gpus: 1, min_runtime: 1h}]
+    expect: {rejected: {P1: not_a_leaf}}
+  - at: 50m
+    expect: {running_exactly: []}
+  - submit: [{id: P2, budget: A, gpus: 1, min_runtime: 1h}]
+    expect: {rejected: null}
+"""
+
+
+def test_a_budget_with_archived_work_below_takes_none_of_its_own_in_memory(tmp_path: Path) -> None:
+    _play(PARENT_OF_ARCHIVED_WORK, tmp_path, MemoryBackend())
+
+
+def test_a_budget_with_archived_work_below_takes_none_of_its_own_on_db(tmp_path: Path, db_backend: DbBackend) -> None:
+    _play(PARENT_OF_ARCHIVED_WORK, tmp_path, db_backend)
+
+
+ARCHIVE_THE_ROOT = """
+name: the root is never archived (brk63)
+hosts: [{name: h1, gpus: 4}]
+budgets: [{path: A}]
+steps:
+  - archive_budget: (root)
+"""
+
+
+def _refused(text: str, tmp_path: Path, backend: Backend) -> str:
+    from scheduler.scenarios.spec import ScenarioError
+
+    path = tmp_path / "rule.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as refused:
+        run_scenario(str(path), backend)
+    return str(refused.value)
+
+
+def test_archiving_the_root_is_the_scenarios_error_in_memory(tmp_path: Path) -> None:
+    assert "is the root" in _refused(ARCHIVE_THE_ROOT, tmp_path, MemoryBackend())
+
+
+def test_archiving_the_root_is_the_scenarios_error_on_db(tmp_path: Path, db_backend: DbBackend) -> None:
+    """It was a BudgetError traceback out of ``manage.py scenario --backend db`` once the root was refused."""
+    assert "is the root" in _refused(ARCHIVE_THE_ROOT, tmp_path, db_backend)

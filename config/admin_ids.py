@@ -1,0 +1,58 @@
+"""Ids the admin reads from a POST, refused in words before a query meets them (brk63).
+
+Django's admin passes a changelist action's ``_selected_action`` values to ``pk__in`` and an
+autocomplete field's posted value to its widget's ``pk__in`` as they come: ``abc`` was a
+ValueError and ``9223372036854775808`` an OverflowError, a 500 either way (nothing changed). Every
+``ModelAdmin`` of Fairway takes :class:`AdminIdsMixin` first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.http import HttpRequest
+
+BAD_SELECTION = "The selection names something that is no id of this list: nothing was done."
+
+
+def is_id_of(model: type[models.Model], raw: Any) -> bool:
+    """Whether ``raw`` reads as a primary key of ``model`` that a database query can take (an
+    integer key within a signed 64-bit integer)."""
+    try:
+        value = model._meta.pk.to_python(raw)  # type: ignore[union-attr]
+    except (ValidationError, TypeError, ValueError):
+        return False
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+
+class _IdChoiceField(forms.ModelChoiceField):
+    """An autocomplete field whose posted value is shown back only when it is an id: its widget
+    queries the value it renders (the value is refused as "Select a valid choice" all the same)."""
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        value = super().bound_data(data, initial)
+        if value in self.empty_values or is_id_of(self.queryset.model, value):
+            return value
+        return None
+
+
+class AdminIdsMixin:
+    """A changelist action over a selection holding a value that is no id is refused with
+    :data:`BAD_SELECTION` (back to the list); an autocomplete field (of an inline too) shows back no such value."""
+
+    def response_action(self, request: HttpRequest, queryset: Any) -> Any:
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if not all(is_id_of(queryset.model, raw) for raw in selected):
+            self.message_user(request, BAD_SELECTION, messages.ERROR)  # type: ignore[attr-defined]
+            return None  # the changelist answers a redirect to itself
+        return super().response_action(request, queryset)  # type: ignore[misc]
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name in self.get_autocomplete_fields(request):  # type: ignore[attr-defined]
+            kwargs.setdefault("form_class", _IdChoiceField)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
