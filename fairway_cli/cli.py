@@ -898,7 +898,8 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
                     else f"none before {when(r['searched_until'])}"
                 ),
             ),
-            ("CHARGES", lambda r: f"{r['charge_gpu_hours']:.2f} GPU-h"),
+            # as ``ls`` writes GPU-time charged: "30 GPU-min", "2.00 GPU-h" (try63: "0.50 GPU-h")
+            ("CHARGES", lambda r: gpu_time_text(r["charge_gpu_hours"] * 3600)),
             ("RATIO AFTER", lambda r: f"{r.get('ratio_after_text') or format(r['ratio_after'], '.4g')}×"),
         ],
         out,
