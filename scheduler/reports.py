@@ -909,6 +909,9 @@ def _lines(
         lines.append(f"Pending: {reason}.")
     if detail.get("resources") and reason in ("reserved_for_other", "protected_work", "fair_share"):
         lines.insert(1, short_sentence(workload, detail))
+    if reason in ("protected_work", "fair_share") and (sentence := _hosts_taking_no_work(workload)):
+        # the busy hosts named, while GPUs shown free on a draining host went unexplained (try63)
+        lines.append(sentence)
     drain = detail.get("drain")
     if isinstance(drain, dict):
         lines.append(drain_sentence(drain))
