@@ -884,7 +884,9 @@ def _lines(
         if _hosts(detail):
             lines.append(f"Room could be made on {_hosts(detail)} only by preempting the work there.")
     elif reason == "insufficient_gpus":
-        if not workload.allocated:
+        if not workload.allocated and detail.get("resources"):
+            lines.append(short_sentence(workload, detail))
+        elif not workload.allocated:
             lines.append(
                 "Unallocated work (minimum runtime 0) only uses GPUs that no allocated work can use, "
                 f"and not enough are free now for its {workload.gpu_count} × {workload.gpu_model}."
@@ -978,6 +980,13 @@ def short_sentence(workload: Workload, detail: dict[str, Any]) -> str:
             asks.append(f"{format_size(mem)} of memory" if mem else "its per-GPU share of memory")
     words = _short_words(detail)
     verb = "is" if words == "memory" else "are"
+    if workload.pending_reason == "insufficient_gpus" and not workload.allocated:
+        # unallocated work never preempts: its GPUs are free on some host, its CPUs or memory not (try63)
+        gpus = f"{workload.gpu_count} {workload.gpu_model} GPU{'' if workload.gpu_count == 1 else 's'}"
+        return (
+            f"Not enough {words} for it: it asks for {' and '.join(asks)} per host, and the hosts with {gpus} "
+            "free have less left (unallocated work only uses what no allocated work holds)."
+        )
     if workload.pending_reason == "insufficient_gpus":
         return (
             f"Not enough {words} for it: it asks for {' and '.join(asks)} per host, and no host where its "
