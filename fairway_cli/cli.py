@@ -1106,7 +1106,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("budget", w["budget"]),
         ("cluster", w["cluster"]),
         ("gpus", f"{w['gpu_count']} × {w['gpu_model']}"),
-        ("resources", resources(w)),
+        ("resources", w.get("requests_text") or resources(w)),  # the server's words (an older one sends none)
         ("minimum runtime", kind),
         ("submitted", when(w["submitted_at"])),
         ("started", when(_acct(w).get("started_at"))),

@@ -999,6 +999,20 @@ def short_sentence(workload: Workload, detail: dict[str, Any]) -> str:
     )
 
 
+def requests_text(workload: Workload) -> str:
+    """A workload's CPU, memory and shared-memory requests per host in one line, for the page, the
+    API (``requests_text``) and ``fairway show``: ``4 CPUs, 64G memory, 8G /dev/shm per host``, a
+    request not given as ``per-GPU share of ...`` (try63: the page wrote ``4 CPUs, 8G per host`` and
+    the CLI ``8G memory``, and a 1.5 GiB request ``1536M`` there and ``1.5G`` here)."""
+    parts = [
+        f"{workload.cpus} CPUs" if workload.cpus else "per-GPU share of CPUs",
+        f"{format_size(workload.memory_bytes)} memory" if workload.memory_bytes else "per-GPU share of memory",
+    ]
+    if workload.shared_memory_bytes:
+        parts.append(f"{format_size(workload.shared_memory_bytes)} /dev/shm")
+    return ", ".join(parts) + " per host"
+
+
 def _active_gpus(workload: Workload) -> int:
     """Registered GPUs of the workload's cluster and model on hosts that take new work (``active``,
     not removed). One query."""
