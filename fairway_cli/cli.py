@@ -793,7 +793,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
         until = b.get("text") or b.get("protection_text")
         if until is None and b.get("protected_until"):
             until = f"protected until {when(b['protected_until'])}"
-        out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{', ' + until if until else ''})\n")
+        # "in the way", as the page and the API's why_pending say it (try63: "blocking" here)
+        out.write(f"    in the way: #{b['workload']} {b['name']} ({b['budget']}{', ' + until if until else ''})\n")
     if w.get("estimated_start_words"):
         out.write(f"estimated start: {w['estimated_start_words']}\n")
 
