@@ -793,7 +793,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
         until = b.get("text") or b.get("protection_text")
         if until is None and b.get("protected_until"):
             until = f"protected until {when(b['protected_until'])}"
-        out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{', ' + until if until else ''})\n")
+        # "in the way", as the page and the API's why_pending say it (try63: "blocking" here)
+        out.write(f"    in the way: #{b['workload']} {b['name']} ({b['budget']}{', ' + until if until else ''})\n")
     if w.get("estimated_start_words"):
         out.write(f"estimated start: {w['estimated_start_words']}\n")
 
@@ -898,7 +899,8 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
                     else f"none before {when(r['searched_until'])}"
                 ),
             ),
-            ("CHARGES", lambda r: f"{r['charge_gpu_hours']:.2f} GPU-h"),
+            # as ``ls`` writes GPU-time charged: "30 GPU-min", "2.00 GPU-h" (try63: "0.50 GPU-h")
+            ("CHARGES", lambda r: gpu_time_text(r["charge_gpu_hours"] * 3600)),
             ("RATIO AFTER", lambda r: f"{r.get('ratio_after_text') or format(r['ratio_after'], '.4g')}×"),
         ],
         out,
@@ -1105,7 +1107,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("budget", w["budget"]),
         ("cluster", w["cluster"]),
         ("gpus", f"{w['gpu_count']} × {w['gpu_model']}"),
-        ("resources", resources(w)),
+        ("resources", w.get("requests_text") or resources(w)),  # the server's words (an older one sends none)
         ("minimum runtime", kind),
         ("submitted", when(w["submitted_at"])),
         ("started", when(_acct(w).get("started_at"))),

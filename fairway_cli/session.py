@@ -166,7 +166,9 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
     reader = threading.Thread(target=read_server, name="fairway-exec-reader", daemon=True)
     try:
         if raw:
-            tty.setraw(stdin_fd)
+            # TCSADRAIN, as ssh: tty.setraw's default TCSAFLUSH dropped what was typed while the
+            # session opened, a command typed before the prompt came (try63)
+            tty.setraw(stdin_fd, termios.TCSADRAIN)
         reader.start()
         stdin_open = True
         while True:

@@ -17,6 +17,7 @@ from budgets.admin_search import BudgetPathSearchMixin
 from config.admin_ids import AdminIdsMixin
 from config.errors import ServiceError
 from fairway_cli.numbers import duration_text, gpu_time_text, instant_text
+from scheduler.accounting import attempt_charged_gpu_seconds, silent_until
 from scheduler.gpu_report import unreported
 from scheduler.lifecycle import do_approve_host_inventory
 from scheduler.models import (
@@ -494,7 +495,7 @@ class WorkloadAdmin(AdminIdsMixin, BudgetPathSearchMixin, ReadOnlyMixin, admin.M
         "gpu_model",
         "min_runtime",
         "state",
-        "pending_reason",
+        "pending",
         "hold",
         "submitted",
     ]
@@ -514,6 +515,16 @@ class WorkloadAdmin(AdminIdsMixin, BudgetPathSearchMixin, ReadOnlyMixin, admin.M
     @admin.display(description="submitted", ordering="submitted_at")
     def submitted(self, obj: Workload) -> str:
         return instant_text(obj.submitted_at)
+
+    @admin.display(description="pending reason", ordering="pending_reason")
+    def pending(self, obj: Workload) -> str:
+        """In the words of the workloads page and ``fairway ls`` (``web.templatetags.fairway.pending_words``):
+        the list read the policy's codes, ``fair_share`` for "other budgets go first" (try63)."""
+        if obj.state != Workload.State.PENDING:
+            return "-"
+        from web.templatetags.fairway import pending_words
+
+        return pending_words(obj)
 
     @admin.action(description="Cancel (pending: at once; running: stop, charged until released)")
     def cancel(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
@@ -592,12 +603,18 @@ class AttemptAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     def ended(self, obj: Attempt) -> str:
         return instant_text(obj.ended_at) or "-"
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Attempt]:
+        return super().get_queryset(request).prefetch_related("gpu_links__gpu__host")
+
     @admin.display(description="charged", ordering="charged_gpu_seconds")
     def charged(self, obj: Attempt) -> str:
-        """A closed attempt's stored charge; an open one's is counted as it runs (the pages)."""
-        if not obj.allocated:
+        """A closed attempt's stored charge; an open one's so far, as its workload's page and the API
+        count it (``accounting.attempt_charged_gpu_seconds``; it read "running" here, try63)."""
+        if not obj.allocated or obj.unfunded:
             return "not charged"
-        return gpu_time_text(obj.charged_gpu_seconds) if obj.ended_at else "running"
+        links = obj.gpu_links.all()
+        seconds = attempt_charged_gpu_seconds(obj, len(links), until=silent_until(links))
+        return gpu_time_text(seconds) if obj.ended_at or seconds else "–"
 
 
 @admin.register(WorkloadEvent)

@@ -116,13 +116,14 @@ def array_quote(
 def array_note(q: ArrayQuote, waits: bool) -> str:
     """The array's answer in words, printed under the lines on every surface (``waits``: its
     ``after`` work has not ended, so no member has a start)."""
-    from fairway_cli.numbers import duration_text, instant_text
+    from fairway_cli.numbers import duration_text, gpu_time_text, instant_text
 
     capped = f", at most {q.limit} running at once (%{q.limit})" if q.limit else ""
     own = duration_text(q.min_runtime_s) if q.min_runtime_s else "0 (unallocated)"
+    charge = gpu_time_text(q.charge_gpu_hours * 3600)  # as every charge reads (try63)
     head = (
         f"An array of {q.members} members{capped}: each line prices one member as if it were submitted alone. "
-        f"The whole array, at your minimum runtime {own}, would charge {q.charge_gpu_hours:.2f} GPU-h for its "
+        f"The whole array, at your minimum runtime {own}, would charge {charge} for its "
         "protected parts"
     )
     if waits:

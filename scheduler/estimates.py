@@ -449,6 +449,12 @@ class QuoteLine:
     ratio_after_text: str = ""  # as the web form and the CLI print it (reports.ratio_texts)
     starts_now: bool = False  # the first pass starts it: every surface says "now", not the current second
 
+    @property
+    def charge_gpu_seconds(self) -> float:
+        """The charge as GPU-seconds, which the pages write as every charge is written (the
+        ``gpu_time`` filter: ``30 GPU-min``, ``2.00 GPU-h``; try63: "0.50 GPU-h" here)."""
+        return self.charge_gpu_hours * 3600
+
 
 @dataclass(frozen=True)
 class QuoteTerms:

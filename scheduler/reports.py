@@ -884,7 +884,9 @@ def _lines(
         if _hosts(detail):
             lines.append(f"Room could be made on {_hosts(detail)} only by preempting the work there.")
     elif reason == "insufficient_gpus":
-        if not workload.allocated:
+        if not workload.allocated and detail.get("resources"):
+            lines.append(short_sentence(workload, detail))
+        elif not workload.allocated:
             lines.append(
                 "Unallocated work (minimum runtime 0) only uses GPUs that no allocated work can use, "
                 f"and not enough are free now for its {workload.gpu_count} × {workload.gpu_model}."
@@ -909,6 +911,9 @@ def _lines(
         lines.append(f"Pending: {reason}.")
     if detail.get("resources") and reason in ("reserved_for_other", "protected_work", "fair_share"):
         lines.insert(1, short_sentence(workload, detail))
+    if reason in ("protected_work", "fair_share") and (sentence := _hosts_taking_no_work(workload)):
+        # the busy hosts named, while GPUs shown free on a draining host went unexplained (try63)
+        lines.append(sentence)
     drain = detail.get("drain")
     if isinstance(drain, dict):
         lines.append(drain_sentence(drain))
@@ -975,6 +980,13 @@ def short_sentence(workload: Workload, detail: dict[str, Any]) -> str:
             asks.append(f"{format_size(mem)} of memory" if mem else "its per-GPU share of memory")
     words = _short_words(detail)
     verb = "is" if words == "memory" else "are"
+    if workload.pending_reason == "insufficient_gpus" and not workload.allocated:
+        # unallocated work never preempts: its GPUs are free on some host, its CPUs or memory not (try63)
+        gpus = f"{workload.gpu_count} {workload.gpu_model} GPU{'' if workload.gpu_count == 1 else 's'}"
+        return (
+            f"Not enough {words} for it: it asks for {' and '.join(asks)} per host, and the hosts with {gpus} "
+            "free have less left (unallocated work only uses what no allocated work holds)."
+        )
     if workload.pending_reason == "insufficient_gpus":
         return (
             f"Not enough {words} for it: it asks for {' and '.join(asks)} per host, and no host where its "
@@ -985,6 +997,20 @@ def short_sentence(workload: Workload, detail: dict[str, Any]) -> str:
         f"{words[0].upper()}{words[1:]} {verb} what is short, not {workload.gpu_model} GPUs: it asks for "
         f"{' and '.join(asks)} per host, more than the hosts with room for its GPUs have left."
     )
+
+
+def requests_text(workload: Workload) -> str:
+    """A workload's CPU, memory and shared-memory requests per host in one line, for the page, the
+    API (``requests_text``) and ``fairway show``: ``4 CPUs, 64G memory, 8G /dev/shm per host``, a
+    request not given as ``per-GPU share of ...`` (try63: the page wrote ``4 CPUs, 8G per host`` and
+    the CLI ``8G memory``, and a 1.5 GiB request ``1536M`` there and ``1.5G`` here)."""
+    parts = [
+        f"{workload.cpus} CPUs" if workload.cpus else "per-GPU share of CPUs",
+        f"{format_size(workload.memory_bytes)} memory" if workload.memory_bytes else "per-GPU share of memory",
+    ]
+    if workload.shared_memory_bytes:
+        parts.append(f"{format_size(workload.shared_memory_bytes)} /dev/shm")
+    return ", ".join(parts) + " per host"
 
 
 def _active_gpus(workload: Workload) -> int:

@@ -56,6 +56,15 @@ GPU_MODEL_DEFAULT = "the cluster's only model (name one where it has several)"
 """The GPU model's blank choice, as the API's ``gpu_model`` and ``fairway submit -m`` word it."""
 
 
+# One statement each of what the submit form and the change form say of a field (try63: "Per
+# host. Empty: per-GPU share." there, "empty: the host's per-GPU share" here).
+MIN_RUNTIME_HELP = "Seconds or a duration like 2h30m. 0 = unallocated."
+MAX_RUNTIME_HELP = "Optional, e.g. 12h: the attempt is stopped then (at least the minimum runtime). Empty: none."
+CPUS_HELP = "Per host. Empty: the host's per-GPU share."
+MEMORY_HELP = "Per host, e.g. 64G. Empty: the host's per-GPU share."
+SHARED_MEMORY_HELP = "Size of /dev/shm, e.g. 8G. Empty: the runtime's default."
+
+
 class SubmitForm(forms.Form):
     """The submit page's form. ``budget`` offers only the leaf budgets the user may submit to."""
 
@@ -87,7 +96,7 @@ class SubmitForm(forms.Form):
         label="Minimum runtime",
         required=False,
         initial="1h",
-        help_text="Seconds or a duration like 2h30m. 0 = unallocated.",
+        help_text=MIN_RUNTIME_HELP,
     )
     # Requests per host (DESIGN.md §3.3): empty is the host's per-GPU share.
     cpus = forms.IntegerField(
@@ -95,13 +104,11 @@ class SubmitForm(forms.Form):
         min_value=1,
         max_value=MAX_CPUS,
         required=False,
-        help_text="Per host. Empty: per-GPU share.",
+        help_text=CPUS_HELP,
         error_messages={"min_value": CPUS_PROBLEM, "max_value": CPUS_PROBLEM},
     )
-    memory = forms.CharField(max_length=32, required=False, help_text="Per host, e.g. 64G. Empty: per-GPU share.")
-    shared_memory = forms.CharField(
-        label="Shared memory", max_length=32, required=False, help_text="Size of /dev/shm, e.g. 8G."
-    )
+    memory = forms.CharField(max_length=32, required=False, help_text=MEMORY_HELP)
+    shared_memory = forms.CharField(label="Shared memory", max_length=32, required=False, help_text=SHARED_MEMORY_HELP)
 
     # Job options (docs/jobs.md)
     mounts = forms.CharField(
@@ -110,7 +117,7 @@ class SubmitForm(forms.Form):
     max_runtime = forms.CharField(
         label="Wall-time limit",
         required=False,
-        help_text="Optional, e.g. 12h: the attempt is stopped then (at least the minimum runtime).",
+        help_text=MAX_RUNTIME_HELP,
     )
     retries = forms.IntegerField(min_value=0, required=False, initial=0, help_text="Re-runs after a non-zero exit.")
     after = forms.CharField(
@@ -387,12 +394,12 @@ class WorkloadEditForm(forms.Form):
     budget = forms.CharField(required=False, help_text="a leaf budget the owner may submit to")
     gpu_count = forms.CharField(required=False, label="GPUs")
     gpu_model = forms.CharField(required=False, label="GPU model")
-    min_runtime = forms.CharField(required=False, label="Minimum runtime", help_text="e.g. 2h, 30m; 0 = unallocated")
-    max_runtime = forms.CharField(required=False, label="Wall-time limit", help_text="e.g. 12h; empty: none")
+    min_runtime = forms.CharField(required=False, label="Minimum runtime", help_text=MIN_RUNTIME_HELP)
+    max_runtime = forms.CharField(required=False, label="Wall-time limit", help_text=MAX_RUNTIME_HELP)
     retries = forms.CharField(required=False)
-    cpus = forms.CharField(required=False, label="CPUs per host", help_text="empty: the host's per-GPU share")
-    memory = forms.CharField(required=False, label="Memory per host", help_text="e.g. 64G; empty: the per-GPU share")
-    shared_memory = forms.CharField(required=False, label="Shared memory", help_text="e.g. 8G; empty: the runtime's")
+    cpus = forms.CharField(required=False, label="CPUs", help_text=CPUS_HELP)
+    memory = forms.CharField(required=False, label="Memory", help_text=MEMORY_HELP)
+    shared_memory = forms.CharField(required=False, label="Shared memory", help_text=SHARED_MEMORY_HELP)
     version = forms.CharField(required=False, widget=forms.HiddenInput)
     """the ``spec_version`` shown: every field is posted, changed or not (``do_update_workload``'s
     ``seen_version``: a form shown before another update is refused rather than undo it, brk46)"""

@@ -1280,6 +1280,9 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
     pending_explanation = serializers.SerializerMethodField()
     stop = serializers.SerializerMethodField()
     estimated_start_words = serializers.SerializerMethodField()
+    requests_text = serializers.SerializerMethodField(
+        help_text="its CPU, memory and shared-memory requests per host in words (the page, fairway show)"
+    )
     attempts = AttemptSerializer(many=True, read_only=True)
     events = WorkloadEventSerializer(many=True, read_only=True)
     after = serializers.SerializerMethodField()
@@ -1333,6 +1336,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "pending_explanation",
             "stop",
             "estimated_start_words",
+            "requests_text",
             "start_failures",
             "duration_hint_s",
             "mounts",
@@ -1384,6 +1388,11 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         from scheduler.reports import explain_pending
 
         return explain_pending(obj, tree=self.context.get("budget_tree")).as_dict()
+
+    def get_requests_text(self, obj: Workload) -> str:
+        from scheduler.reports import requests_text
+
+        return requests_text(obj)
 
     def get_estimated_start_words(self, obj: Workload) -> str:
         from scheduler.reports import estimate_words

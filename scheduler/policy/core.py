@@ -19,6 +19,7 @@ import scheduler.policy.victims as victims
 from scheduler.policy.dependency import dependency_block
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.queues import BudgetPending, QueueBuilder, Queues, group, submission_sorted
+from scheduler.policy.reason_hosts import unallocated_short
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.reserve import reserve
 from scheduler.policy.screen import idle
@@ -379,6 +380,8 @@ class Pass(SkipRuns):
                     capper = self.tree.capped_by(w.budget)
                     name = self.tree.path_name(capper.key) if capper else ""
                     self._reason(w, PendingReason.BUDGET_CAPPED, {"budget": name, "unfunded": True})
+                elif self.snap.with_reasons and (short := unallocated_short(self, w)):
+                    self._reason(w, PendingReason.INSUFFICIENT_GPUS, {"resources": short})
                 else:
                     self._reason(w, PendingReason.INSUFFICIENT_GPUS, {})
             disp.done(w, placed)

@@ -47,6 +47,7 @@ class Memo:
         "single_ranked",
         "tail_gang",
         "thresholds",
+        "unallocated_short",
     )
 
     def __init__(self) -> None:
@@ -81,6 +82,8 @@ class Memo:
         self.tail_gang: dict[tuple[str, frozenset[str], int], int] = {}
         # read the state and the reservations: reasons
         self.reason: dict[tuple[object, ...], Any] = {}
+        # read the state: (model, GPUs, CPUs, memory, starts) -> resources short for unallocated work
+        self.unallocated_short: dict[tuple[object, ...], list[str]] = {}
         # read one host: (host, host version, allowed budgets) -> its room profile's answers
         self.host_room: dict[tuple[object, ...], Any] = {}
 
@@ -93,6 +96,7 @@ class Memo:
         self.single_ranked.clear()
         self.tail_gang.clear()
         self.reason.clear()
+        self.unallocated_short.clear()
         if load:
             self.allowed.clear()
             self.allowed_of.clear()

@@ -95,6 +95,24 @@ def short_resources(hv: HostView, w: Workload, freed: resources.Res) -> list[str
     return [r for r in RESOURCES if not resources.fits(only_resource(h, r), used, want)]
 
 
+def unallocated_short(ps: PassState, w: Workload) -> list[str]:
+    """Of unallocated ``w`` that no free placement takes (it never preempts, §3.3): the resources
+    (:data:`RESOURCES`) short on the active hosts whose free GPUs would take it, so its reason
+    says CPUs or memory where GPUs are free (try63: "not enough GPUs" beside 3 free ones); [] where
+    GPUs are what is short, and for a gang. Memoized per shape until the pass starts more work."""
+    if ps.is_gang(w):
+        return []
+    key = (w.model, w.gpus, w.cpus, w.memory, len(ps.dec.starts))
+    hit = ps.memo.unallocated_short.get(key)
+    if hit is None:
+        short: set[str] = set()
+        for hv in ps.standing.hosts_by_model.get(w.model, ()):
+            if hv.active and len(hv.free) >= w.gpus and binds(ps, w, hv):
+                short.update(short_resources(hv, w, resources.NONE))
+        hit = ps.memo.unallocated_short[key] = sorted(short, key=RESOURCES.index)
+    return list(hit)
+
+
 def earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, int]:
     """At level 2, the host whose room for ``w`` comes earliest and when (its protection end).
 

@@ -809,8 +809,28 @@ def fill_unallocated(world: World, w: Workload, unfunded: set[str]) -> bool:
             {"budget": world.path_name(capper.key) if capper else "", "unfunded": True},
         )
     else:
-        world.explain(w, PendingReason.INSUFFICIENT_GPUS)
+        short = unallocated_short(world, w)
+        world.explain(w, PendingReason.INSUFFICIENT_GPUS, {"resources": short} if short else None)
     return False
+
+
+def unallocated_short(world: World, w: Workload) -> list[str]:
+    """Of unallocated ``w`` no free placement takes: which of CPUs and memory fall short on the
+    hosts whose free GPUs would take it (none for a gang: its reason names GPUs), each alone."""
+    if world.is_gang(w):
+        return []
+    short: set[str] = set()
+    for h in world.hosts_of_model(w.model):
+        if len(world.free(h)) < w.gpus:
+            continue
+        host = world.hosts[h]
+        used = [world.request(h, sum(1 for g in a.gpus if g[0] == h), a.cpus, a.memory) for a in world.attempts_on(h)]
+        c, m = world.request(h, w.gpus, w.cpus, w.memory)
+        if host.cpus is not None and sum(u[0] for u in used) + c > host.cpus:
+            short.add("cpus")
+        if host.memory is not None and sum(u[1] for u in used) + m > host.memory:
+            short.add("memory")
+    return [r for r in ("cpus", "memory") if r in short]
 
 
 # --------------------------------------------------------------------------- §3.7 holds, caps

@@ -69,7 +69,7 @@ def test_fair_share_blocking_work_names_the_ratios_never_a_protection_end(forbid
     assert blocking.count(words) == len(why["blocking"]) and "protected until" not in blocking
 
     out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
-    lines = [line for line in out.splitlines() if "blocking: #" in line]
+    lines = [line for line in out.splitlines() if "in the way: #" in line]  # the page's and the API's words (try63)
     assert len(lines) == len(why["blocking"]) and all(words in line for line in lines)
     assert "protected until" not in out
 

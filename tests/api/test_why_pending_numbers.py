@@ -76,7 +76,7 @@ def test_api_page_and_cli_explain_with_numbers_and_blocking_work(blocked, resear
     out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
     assert "vision goes first" in out
     assert f"ratio {mine['ratio_text']}×" in out and f"ratio {theirs['ratio_text']}×" in out
-    assert f"blocking: #{next(iter(blocking))}" in out
+    assert f"in the way: #{next(iter(blocking))}" in out  # as the page and the API say it (try63)
 
 
 def test_not_pending_explains_nothing(blocked, researcher_client):

@@ -110,6 +110,15 @@ def silent_words(silent: Any) -> str:
 
 
 @register.filter
+def requests_words(workload: Any) -> str:
+    """``scheduler.reports.requests_text``: its CPU and memory requests per host, as the API and
+    ``fairway show`` say them."""
+    from scheduler.reports import requests_text
+
+    return requests_text(workload)
+
+
+@register.filter
 def no_attempt(workload: Any) -> str:
     """``scheduler.reports.no_attempt_words``: "no attempt yet", or that it ended without one."""
     from scheduler.reports import no_attempt_words
