@@ -70,14 +70,25 @@ def agent_db_executor() -> ThreadPoolExecutor:
 
 
 def _closing_connections(fn: Callable[..., _T]) -> Callable[..., _T]:
-    """``fn`` with this thread's database connections closed before and after (pooled: given back)."""
-    from django.db import close_old_connections
+    """``fn`` with this thread's database connections closed before and after (pooled: given back),
+    and the database lost or out of connections raised as its refusal, a
+    :class:`~config.errors.ServiceError` (503 ``database_unavailable``, ``database_busy``:
+    :func:`config.middleware.database_refusal`, judged here, on the thread whose connection failed;
+    the driver's error is its ``__cause__``). ws63: the consumers answer it (a session's refusal
+    frame, an agent's close 1013) instead of a traceback."""
+    from django.db import DatabaseError, close_old_connections
+
+    from config.middleware import database_refusal
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> _T:
         close_old_connections()
         try:
             return fn(*args, **kwargs)
+        except DatabaseError as exc:
+            if (refusal := database_refusal(exc)) is None:
+                raise
+            raise refusal from exc
         finally:
             close_old_connections()
 
@@ -218,6 +229,12 @@ def _layer_unreachable_errors() -> tuple[type[BaseException], ...]:
 LAYER_UNREACHABLE = _layer_unreachable_errors()
 """What the channel layer raises when Redis cannot be reached (a restart, a failover): redis-py's
 connection and timeout errors, and the OS's (db61)."""
+
+
+def layer_failed(exc: BaseException) -> str:
+    """The words of a channel layer's failure in a refusal (``exec_unavailable``'s parenthesis)."""
+    return f"the channel layer failed: {type(exc).__name__}"
+
 
 LAYER_SLOTS = 8
 """Group joins and leaves of the agent connections of one web process in flight at once
@@ -1374,7 +1391,7 @@ def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int,
                 "exec in attempt %s on host %s not sent: the channel layer failed (%s: %s)",
                 wire_id, host_id, type(exc).__name__, exc,
             )  # fmt: skip
-            return {"error": "unavailable", "message": f"the channel layer failed: {type(exc).__name__}"}
+            return {"error": "unavailable", "message": layer_failed(exc)}
         try:
             return dict(await asyncio.wait_for(layer.receive(channel), wait_s))
         except TimeoutError:
@@ -1384,7 +1401,7 @@ def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int,
                 "exec in attempt %s on host %s: its answer was lost, the channel layer failed (%s: %s)",
                 wire_id, host_id, type(exc).__name__, exc,
             )  # fmt: skip
-            return {"error": "answer_lost", "message": f"the channel layer failed: {type(exc).__name__}"}
+            return {"error": "answer_lost", "message": layer_failed(exc)}
 
     try:
         if _is_in_memory(layer):
