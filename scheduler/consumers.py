@@ -309,13 +309,14 @@ def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
             chunk = batched[at : at + lifecycle.START_BATCH_MAX]
             try:
                 write(items, chunk)
-            except Exception:
-                logger.exception("batched write of %d attempt events failed; writing them one by one", len(chunk))
+            except Exception as exc:
+                if not gateway.is_database_refusal(gateway.database_failure(exc)):  # else said by each connection
+                    logger.exception("batched write of %d attempt events failed; writing them one by one", len(chunk))
                 for n, pk in chunk:
                     try:
                         _record_one(items[n].host, pk, items[n].msg, items[n].received, items[n].alive_at)
                     except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
-                        results[n] = exc
+                        results[n] = gateway.database_failure(exc)
         done.update(n for n, _pk in batched)
     for n, pk in known:
         if n in done:
@@ -324,7 +325,7 @@ def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
         try:
             _record_one(it.host, pk, it.msg, it.received, it.alive_at)
         except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
-            results[n] = exc
+            results[n] = gateway.database_failure(exc)
     return results
 
 
@@ -515,7 +516,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
             # the host and the reason when known, never the token (the IP alone named nobody: ops35)
             why, removed = await _link_refusal(token) if host is None else ("", False)
         except ServiceError as exc:  # the database lost (gateway.run_in_db_thread): come back later
-            if exc.status < 500:
+            if not gateway.is_database_refusal(exc):
                 raise
             await self.accept()
             await self._database_unreachable(exc)
@@ -833,7 +834,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
                     try:
                         await self.dispatch_message(msg, received)
                     except Exception as exc:
-                        if isinstance(exc, ServiceError) and exc.status >= 500:  # the database lost
+                        if gateway.is_database_refusal(exc):  # the database lost
                             await self._database_unreachable(exc)
                             continue
                         logger.exception("handling %s from host %s failed", msg.TYPE, self.host.name)

@@ -13,7 +13,7 @@ clear refusal, never a traceback, a bare 500 or a wordless close 1011.
 
 Redis down is a port where nothing listens (as tests/test_db61_layer_down.py) or a layer whose
 sends raise; the database lost is db61's wrapped ``AdminShutdown`` (tests/test_db_unavailable.py)
-raised by ``ensure_connection`` or a lookup.
+raised where a connection is made (``get_new_connection``: no thread gets one) or by a lookup.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_la
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.sessions.backends.db import SessionStore
-from django.db import OperationalError
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import OperationalError, connections
 from django.http import HttpRequest, HttpResponse
 from django.test import Client, override_settings
 from django.urls import include, path
@@ -252,7 +251,7 @@ def test_a_stream_whose_token_lookup_lost_the_database_is_refused_with_words(pat
     token = create_api_token(researcher)[1]
     caplog.set_level(logging.INFO)
     with monkeypatch.context() as patched:
-        patched.setattr(BaseDatabaseWrapper, "ensure_connection", _raise_lost)
+        patched.setattr(type(connections["default"]), "get_new_connection", _raise_lost)
         frame, code = _run(_refusal(path, token, None))
     assert frame == {"type": "error", "code": "database_unavailable", "message": DATABASE_UNAVAILABLE}
     assert code == 4503
@@ -303,7 +302,7 @@ def test_an_agent_connecting_while_the_database_is_lost_is_told_to_come_back(cap
         return out
 
     with monkeypatch.context() as patched:
-        patched.setattr(BaseDatabaseWrapper, "ensure_connection", _raise_lost)
+        patched.setattr(type(connections["default"]), "get_new_connection", _raise_lost)
         out = _run(close_of())
     assert out["type"] == "websocket.close" and out["code"] == 1013, out  # try again later
     assert "database" in out.get("reason", ""), out
@@ -322,7 +321,7 @@ def test_an_agent_whose_hello_lost_the_database_is_told_to_come_back(caplog, mon
         comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
         connected, _ = await comm.connect(timeout=10)
         assert connected
-        monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", _raise_lost)
+        monkeypatch.setattr(type(connections["default"]), "get_new_connection", _raise_lost)
         try:
             await comm.send_to(text_data=_hello("h1"))
             out = await comm.receive_output(timeout=10)
@@ -336,6 +335,53 @@ def test_an_agent_whose_hello_lost_the_database_is_told_to_come_back(caplog, mon
     assert "database" in out.get("reason", ""), out
     lines = _no_traceback(caplog)
     assert sum("database" in line and "h1" in line for line in lines) == 1, lines
+
+
+def _heartbeat(seq: int) -> str:
+    gpu = {"index": 0, "utilization_pct": 40.0, "memory_used_mb": 100, "temperature_c": 40.0, "power_w": 100.0}
+    gpu |= {"ecc_uncorrected": 0, "health": "healthy", "xids": []}
+    return json.dumps({"v": 1, "type": "heartbeat", "id": seq, "gpus": [gpu], "running": []})
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+def test_a_connected_agent_while_the_database_is_lost_is_told_to_come_back_and_flushes_say_it_once(
+    settings, caplog, monkeypatch
+):
+    """Its heartbeats' flushes (every 0.5 s; here 0.02 s) failed with a traceback each; its attempt
+    event too, and the connection stayed with the event unrecorded until the agent's next hello."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.02}
+    cluster = Cluster.objects.create(name="gw")
+    _host, token = do_register_host(cluster, "h1", [(0, "GPU-h1", "H100", 80000)])
+    caplog.set_level(logging.INFO)
+    headers = [(b"authorization", f"Bearer {token}".encode())]
+
+    async def run() -> dict:
+        comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
+        assert (await comm.connect(timeout=10))[0]
+        await comm.send_to(text_data=_hello("h1"))
+        assert json.loads(await comm.receive_from(timeout=10))["type"] == "welcome"
+        await asyncio.sleep(0.5)  # the hello's work after its welcome (its desired state) done
+        monkeypatch.setattr(type(connections["default"]), "get_new_connection", _raise_lost)
+        try:
+            for seq in range(2, 12):
+                await comm.send_to(text_data=_heartbeat(seq))
+                await asyncio.sleep(0.03)  # a flush between each
+            event = {"v": 1, "type": "attempt", "id": 12, "attempt_id": 99, "state": "exited", "exit_code": 0}
+            event |= {"age_s": None, "message": ""}
+            await comm.send_to(text_data=json.dumps(event))
+            while (out := await comm.receive_output(timeout=10))["type"] != "websocket.close":
+                pass  # acks of the heartbeats
+        finally:
+            monkeypatch.undo()
+        await comm.disconnect()
+        return out
+
+    out = _run(run())
+    assert out["code"] == 1013 and "database" in out.get("reason", ""), out
+    lines = _no_traceback(caplog)
+    assert sum("heartbeat flush" in line for line in lines) == 1, lines
+    assert sum("agent of host h1" in line and "database" in line for line in lines) == 1, lines
 
 
 # --- HTTP: the database lost in a middleware -----------------------------------------------------
