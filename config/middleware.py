@@ -13,6 +13,9 @@ One whose connection PostgreSQL ended or could not be reached (a restart, a fail
 ``pg_terminate_backend``; db61: was a 500) is answered 503 + ``Retry-After``, code
 ``database_unavailable``, logged once with the request (its transaction was rolled back, but a
 commit under way may have been applied: docs/deploy.md, "PostgreSQL restarts and failovers").
+The same answers where a middleware met it, before or after the view (a session read or saved;
+ws63: was a 500): Django answers those through ``handler500``, :func:`server_error` here.
+:func:`database_refusal` gives their code and words to the websockets (``scheduler.exec_session``).
 
 Under ``/api/`` the answers use the API's one error format (``config.api``); elsewhere the
 plain pages (404 page, 400/413 text). Surrogates cannot arrive through a URL or a form: Django
@@ -21,6 +24,7 @@ decodes both as UTF-8 with replacement (JSON bodies are ``config.parsers``' busi
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from django.conf import settings
@@ -30,6 +34,9 @@ from django.db import InterfaceError, OperationalError, connections
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.functional import SimpleLazyObject, empty
 from django.utils.log import log_response
+from django.views import defaults
+
+from config.errors import ServiceError
 
 
 def _is_api(request: HttpRequest) -> bool:
@@ -78,6 +85,7 @@ LOST_CONNECTION_SQLSTATES = ("08", "57P")
 or crash shutdown, cannot connect now: a restart or failover; database dropped, idle session
 timeout). Not 57014 (a canceled statement: the connection lives on)."""
 DATABASE_UNAVAILABLE = "The database is unreachable; try again in a moment."
+DATABASE_BUSY = "The database is busy; retry after the Retry-After seconds."
 
 
 def is_connection_shortage(exc: BaseException) -> bool:
@@ -142,6 +150,37 @@ def database_unavailable(request: HttpRequest, exc: BaseException) -> HttpRespon
     return response
 
 
+def database_refusal(exc: BaseException) -> ServiceError | None:
+    """The refusal of a database failure that is no bug: 503 ``database_unavailable`` (the
+    connection lost, :func:`is_lost_connection`) or ``database_busy`` (none to be had,
+    :func:`is_connection_shortage`); None for any other error. Call it where the failure happened
+    (on the thread whose connection it was)."""
+    if is_lost_connection(exc):
+        return ServiceError("database_unavailable", None, DATABASE_UNAVAILABLE, status=503)
+    if is_connection_shortage(exc):
+        return ServiceError("database_busy", None, DATABASE_BUSY, status=503)
+    return None
+
+
+def database_busy(request: HttpRequest) -> HttpResponse:
+    """The 503 of a request that could not get a database connection (:func:`is_connection_shortage`)."""
+    if _is_api(request):
+        response: HttpResponse = JsonResponse({"detail": DATABASE_BUSY, "code": "database_busy"}, status=503)
+    else:
+        response = HttpResponse(DATABASE_BUSY, status=503, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+    return response
+
+
+def database_answer(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
+    """The 503 of a database failure that is no bug (:func:`database_refusal`); None for any other."""
+    if is_lost_connection(exc):
+        return database_unavailable(request, exc)
+    if is_connection_shortage(exc):
+        return database_busy(request)
+    return None
+
+
 class DatabaseBusyMiddleware:
     """503 + ``Retry-After`` instead of 500 when a view could not get a database connection, or lost it."""
 
@@ -152,17 +191,21 @@ class DatabaseBusyMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if is_lost_connection(exception):
-            return database_unavailable(request, exception)
-        if not is_connection_shortage(exception):
-            return None
-        message = "The database is busy; retry after the Retry-After seconds."
-        if _is_api(request):
-            response: HttpResponse = JsonResponse({"detail": message, "code": "database_busy"}, status=503)
-        else:
-            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
-        response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
-        return response
+        return database_answer(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500`` (config.urls): Django's 500 page, or the 503 of :func:`database_answer` for
+    a database failure that no view's ``process_exception`` saw (one raised in a middleware: a
+    session read before the view or saved after it; ws63: was a 500), logged once without its
+    traceback (Django's own log of it is then skipped: the response was logged)."""
+    exc = sys.exc_info()[1]
+    answer = database_answer(request, exc) if exc is not None else None
+    if answer is None:
+        return defaults.server_error(request)
+    if not getattr(answer, "_has_been_logged", False):
+        log_response("%s: %s", answer.reason_phrase, request.path, response=answer, request=request)
+    return answer
 
 
 class LazyMessageMiddleware(MessageMiddleware):

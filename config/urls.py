@@ -37,6 +37,8 @@ def favicon(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(static("fairway/favicon.svg"))
 
 
+handler500 = "config.middleware.server_error"  # a database failure in a middleware: 503, not 500
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

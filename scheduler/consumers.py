@@ -51,6 +51,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agent import protocol
+from config.errors import ServiceError
 from scheduler import gateway, lifecycle
 from scheduler.gateway import agent_db
 from scheduler.models import Attempt, Host
@@ -86,6 +87,8 @@ CLOSE_TRY_AGAIN_LATER = 1013
 """The close of a connection whose channel layer (Redis) cannot be reached (db61): the agent
 connects again, as after any close but a removal's."""
 LAYER_UNREACHABLE_REASON = "the server cannot reach its channel layer (Redis); connect again"
+DATABASE_UNREACHABLE_REASON = "the server cannot reach its database; connect again"
+"""The close reason of a connection whose database work failed for want of the database (ws63)."""
 READ_END = "agent.read.end"
 """Message type a connection sends its own channel to end its channel-layer read (:meth:`AgentConsumer.__call__`)."""
 READ_END_S = 10.0
@@ -306,13 +309,14 @@ def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
             chunk = batched[at : at + lifecycle.START_BATCH_MAX]
             try:
                 write(items, chunk)
-            except Exception:
-                logger.exception("batched write of %d attempt events failed; writing them one by one", len(chunk))
+            except Exception as exc:
+                if not gateway.is_database_refusal(gateway.database_failure(exc)):  # else said by each connection
+                    logger.exception("batched write of %d attempt events failed; writing them one by one", len(chunk))
                 for n, pk in chunk:
                     try:
                         _record_one(items[n].host, pk, items[n].msg, items[n].received, items[n].alive_at)
                     except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
-                        results[n] = exc
+                        results[n] = gateway.database_failure(exc)
         done.update(n for n, _pk in batched)
     for n, pk in known:
         if n in done:
@@ -321,7 +325,7 @@ def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
         try:
             _record_one(it.host, pk, it.msg, it.received, it.alive_at)
         except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
-            results[n] = exc
+            results[n] = gateway.database_failure(exc)
     return results
 
 
@@ -507,11 +511,18 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.generation = 0
         gateway.remember_server_loop(asyncio.get_running_loop())
         token = _bearer_token(self.scope)
-        host = await _open_link(token)
+        try:
+            host = await _open_link(token)
+            # the host and the reason when known, never the token (the IP alone named nobody: ops35)
+            why, removed = await _link_refusal(token) if host is None else ("", False)
+        except ServiceError as exc:  # the database lost (gateway.run_in_db_thread): come back later
+            if not gateway.is_database_refusal(exc):
+                raise
+            await self.accept()
+            await self._database_unreachable(exc)
+            return
         await self.accept()
         if host is None:
-            # the host and the reason when known, never the token (the IP alone named nobody: ops35)
-            why, removed = await _link_refusal(token)
             logger.warning("agent connection refused: %s (from %s)", why, self.scope.get("client"))
             # and the agent is told it too (its log said "rotated or revoked?" to a removed host);
             # a removed host's with its own code, on which the agent stops (sec41: it retried for ever)
@@ -600,6 +611,30 @@ class AgentConsumer(AsyncWebsocketConsumer):
             gateway.hub().unregister(self.host.pk, self)
         with contextlib.suppress(Exception):
             await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=LAYER_UNREACHABLE_REASON)
+
+    async def _database_unreachable(self, exc: ServiceError) -> None:
+        """Its database work failed for want of the database (``exc``: 503 ``database_unavailable``
+        or ``database_busy``, gateway.run_in_db_thread; ws63: a traceback per message, or at
+        connect one and the socket closed 1011): one warning line, the connection closed with
+        :data:`CLOSE_TRY_AGAIN_LATER`; the agent connects again, and its hello reports again what
+        was not acknowledged. Once per connection."""
+        if self.closing:
+            return
+        self.closing = True
+        self.live = False
+        host = self.host.name if getattr(self, "host", None) is not None else "?"
+        cause = exc.__cause__ or exc
+        logger.warning(
+            "agent of host %s: %s (%s: %s); its connection is closed, it connects again",
+            host,
+            exc.message,
+            type(cause).__name__,
+            " ".join(str(cause).split()),
+        )
+        if self.host is not None:
+            gateway.hub().unregister(self.host.pk, self)
+        with contextlib.suppress(Exception):
+            await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=DATABASE_UNREACHABLE_REASON)
 
     async def _end_layer_read(self, read: asyncio.Future[Any]) -> None:
         """End the channel-layer read ``read`` with a :data:`READ_END` message to this connection's
@@ -798,7 +833,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 async with self.lock:  # also held by deliver(): commands and events stay in order
                     try:
                         await self.dispatch_message(msg, received)
-                    except Exception:
+                    except Exception as exc:
+                        if gateway.is_database_refusal(exc):  # the database lost
+                            await self._database_unreachable(exc)
+                            continue
                         logger.exception("handling %s from host %s failed", msg.TYPE, self.host.name)
                         with contextlib.suppress(Exception):  # the connection may be gone: go on with the rest
                             await self.send_error("internal", f"the server could not handle this {msg.TYPE}", msg.id)

@@ -16,6 +16,13 @@ Frames, client → server: the first, text, ``{"workload", "attempt", "command",
 ``message``: why the agent ended it) last (then close 1000), or ``{"type": "error", "code",
 "message"}`` and close 4000 + the API's status.
 
+The backing services failing (ws63) are refusals too, logged in one line without a traceback: the
+channel layer (Redis) unreachable, before the agent's connection took it, is the one-shot exec's
+503 ``exec_unavailable`` (:func:`scheduler.execs.layer_unavailable`), after, the same code saying
+the session was ended; the database lost while it opens (its token's or its attempt's lookup) is
+the API's 503 ``database_unavailable`` (``database_busy``: no connection to be had;
+:func:`scheduler.gateway.run_in_db_thread`); either closes 4503.
+
 Flow control: the agent sends at most ``EXEC_TTY_WINDOW`` bytes (and ``EXEC_TTY_WINDOW_CHUNKS``
 messages) of output ahead of the acknowledgements this connection sends once each is written to
 the reader's socket (uvicorn's send waits while the socket's buffer is full), so a reader that does
@@ -41,6 +48,7 @@ import codecs
 import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -111,7 +119,12 @@ def _give_back_session(user_id: int) -> None:
         _held[user_id] = left
 
 
-@agent_db
+LAYER_LOST = "stream.layer.lost"
+"""Message type this connection's channel-layer read gives once the layer failed
+(:meth:`AttemptStreamConsumer.channel_receive`)."""
+
+
+@agent_db  # the database lost: its refusal, 503 database_unavailable (gateway.run_in_db_thread)
 def _token_user(header: str) -> Any:
     return execs.token_user(header)
 
@@ -142,6 +155,32 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
     WHAT = "interactive session"
     """What it is, in logs and refusals."""
     NOUN = "session"
+    PORT = False
+    """A forwarded connection (its refusals speak of a connection, not a command)."""
+    accepted = False
+    layer_error: BaseException | None = None
+    """The channel layer's failure, once its read failed (:meth:`stream_layer_lost`)."""
+
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
+        """Channels' read of this connection's channel, which gives :data:`LAYER_LOST` once when
+        the layer (Redis) cannot be reached, then waits for good (ws63: the failure ended the
+        consumer with a traceback, the socket closed 1011 or its handshake refused)."""
+        return self._guarded_read
+
+    @channel_receive.setter
+    def channel_receive(self, read: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        async def guarded() -> dict[str, Any]:
+            if self.layer_error is None:
+                try:
+                    return await read()
+                except gateway.LAYER_UNREACHABLE as exc:
+                    self.layer_error = exc
+                    return {"type": LAYER_LOST}
+            await asyncio.Event().wait()  # nothing more comes; cancelled when the consumer ends
+            raise AssertionError  # pragma: no cover
+
+        self._guarded_read = guarded
 
     async def check(self, data: Any) -> Any:
         """The first frame checked for ``self.user``: a target with ``host_id``, ``host_name``
@@ -184,6 +223,10 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
         self.first_timer: asyncio.TimerHandle | None = None
         self.recheck: asyncio.Task[None] | None = None
         await self.accept()
+        self.accepted = True
+        if self.layer_error is not None:  # its read failed before the socket's connect came
+            await self._layer_lost(self.layer_error)
+            return
         try:
             self.user = await _token_user(_authorization(self.scope))
         except ServiceError as exc:
@@ -208,11 +251,16 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
         await handler(message)
 
     async def refuse(self, exc: ServiceError) -> None:
-        """Say why (the API's code and words) and close with 4000 + the API's status."""
+        """Say why (the API's code and words) and close with 4000 + the API's status; a backing
+        service's failure (5xx) is logged in one line, with its cause."""
         if self.ended:
             return
         self.ended = True
         self._release()
+        if exc.status >= 500:
+            cause = exc.__cause__
+            why = f" ({type(cause).__name__}: {' '.join(str(cause).split())})" if cause is not None else ""
+            logger.warning("%s refused, %s: %s%s", self.WHAT, exc.code, exc.message, why)
         with contextlib.suppress(Exception):
             await self.send(text_data=json.dumps({"type": "error", "code": exc.code, "message": exc.message}))
             await self.close(code=4000 + exc.status)
@@ -250,7 +298,12 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
         self.counted = True
         self.target = target  # asked for from here on (a refused one has nothing to abandon)
         event = {**self.open_event(target), "reply_to": self.channel_name}
-        await self.channel_layer.group_send(gateway.host_group(target.host_id), event)
+        try:
+            await self.channel_layer.group_send(gateway.host_group(target.host_id), event)
+        except gateway.LAYER_UNREACHABLE as exc:  # not sent: nothing to abandon
+            self.taken = True
+            await self._layer_lost(exc)
+            return
         loop = asyncio.get_running_loop()
         self.open_timer = loop.call_later(OPEN_WAIT_S, lambda: loop.create_task(self._not_taken()))
 
@@ -283,6 +336,27 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
     async def _end_with_agent_error(self, error: str, message: str) -> None:
         await self.refuse(self.agent_refusal(error, message))
 
+    async def stream_layer_lost(self, message: dict[str, Any]) -> None:
+        """:data:`LAYER_LOST`: this connection's channel-layer read failed."""
+        if self.accepted and self.layer_error is not None:  # else connect() says it once accepted
+            await self._layer_lost(self.layer_error)
+
+    async def _layer_lost(self, exc: BaseException) -> None:
+        """The channel layer (Redis) cannot be reached: before the agent's connection took it, the
+        one-shot exec's 503 ``exec_unavailable`` (nothing ran); after, the same code, the session
+        ended (its input and output go through the layer)."""
+        if self.ended:
+            return
+        why = gateway.layer_failed(exc)
+        if self.agent is None:
+            refusal = execs.layer_unavailable(why, port=self.PORT)
+        else:
+            self.agent = None  # nothing can reach it: its agent ends it when idle or when the link ends
+            words = f"The server lost its link to the agents ({why}); the {self.NOUN} was ended. Try again shortly."
+            refusal = ServiceError("exec_unavailable", None, words, status=503)
+        refusal.__cause__ = exc
+        await self.refuse(refusal)
+
     async def _to_agent(self, event: dict[str, Any]) -> None:
         """``event`` to the agent connection that holds the session; one that cannot be sent (its
         channel full: input faster than the agent's link takes it) ends the session."""
@@ -290,8 +364,12 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
             return
         try:
             await self.channel_layer.send(self.agent, {**event, "ref": self.ref})
-        except Exception:  # ChannelFull, Redis gone
-            if event["type"] != "exec.tty.close":
+        except Exception as exc:  # ChannelFull, Redis gone
+            if event["type"] == "exec.tty.close":
+                return
+            if isinstance(exc, gateway.LAYER_UNREACHABLE):
+                await self._layer_lost(exc)
+            else:
                 await self._end_with("input_overflow", "More input than the workload's host takes; session ended.", 409)
 
     async def _close_session(self) -> None:
@@ -307,6 +385,9 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
             try:
                 await _token_user(_authorization(self.scope))
             except ServiceError as exc:
+                if exc.status >= 500:  # the database out of reach (gateway.run_in_db_thread): it goes on
+                    logger.warning("%s: its token could not be checked again (%s)", self.WHAT, exc.code)
+                    continue
                 if not self.ended:
                     await self._end_with(exc.code, f"{exc.message} The {self.NOUN} was ended.", exc.status)
                 return

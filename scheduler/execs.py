@@ -242,6 +242,15 @@ def do_exec(
     raise agent_refusal(str(error), str(reply.get("message") or ""), host.name, attempt.number, workload.pk)
 
 
+def layer_unavailable(message: str, port: bool = False) -> ServiceError:
+    """503 ``exec_unavailable`` of a command, session or forwarded connection that could not be
+    sent to its agent: the channel layer (Redis) failed (``message``: what failed)."""
+    undone = "no connection was made" if port else "the command did not run"
+    return _refuse(
+        "exec_unavailable", f"The server cannot reach the agents now ({message}); {undone}. Try again shortly.", 503
+    )
+
+
 def agent_refusal(error: str, message: str, host_name: str, number: int, workload_id: int = 0) -> ServiceError:
     """The refusal of a command (one-shot or interactive) its agent answered ``error`` to, or
     that got no answer: the API's codes and words."""
@@ -250,11 +259,7 @@ def agent_refusal(error: str, message: str, host_name: str, number: int, workloa
     if error == "exec_timeout":
         return _refuse("exec_timeout", f"The agent of host {host_name} did not answer in time ({message}).", 504)
     if error == "unavailable":
-        return _refuse(
-            "exec_unavailable",
-            f"The server cannot reach the agents now ({message}); the command did not run. Try again shortly.",
-            503,
-        )
+        return layer_unavailable(message)
     if error == "answer_lost":  # db61: Redis went away after the command was sent
         return _refuse(
             "exec_unavailable",

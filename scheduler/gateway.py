@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 
 from agent import protocol
+from config.errors import ServiceError
 from scheduler.models import GPU, AttemptGPU
 from scheduler.policy.resources import share
 
@@ -70,18 +71,47 @@ def agent_db_executor() -> ThreadPoolExecutor:
 
 
 def _closing_connections(fn: Callable[..., _T]) -> Callable[..., _T]:
-    """``fn`` with this thread's database connections closed before and after (pooled: given back)."""
-    from django.db import close_old_connections
+    """``fn`` with this thread's database connections closed before and after (pooled: given back),
+    and the database lost or out of connections raised as its refusal, a
+    :class:`~config.errors.ServiceError` (503 ``database_unavailable``, ``database_busy``:
+    :func:`config.middleware.database_refusal`, judged here, on the thread whose connection failed;
+    the driver's error is its ``__cause__``). ws63: the consumers answer it (a session's refusal
+    frame, an agent's close 1013) instead of a traceback."""
+    from django.db import DatabaseError, close_old_connections
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> _T:
         close_old_connections()
         try:
             return fn(*args, **kwargs)
+        except DatabaseError as exc:
+            if (refusal := database_failure(exc)) is exc:
+                raise
+            raise refusal from exc
         finally:
             close_old_connections()
 
     return call
+
+
+def database_failure(exc: BaseException) -> BaseException:
+    """``exc`` as its refusal (a :class:`~config.errors.ServiceError`, 503 ``database_unavailable``
+    or ``database_busy``: :func:`config.middleware.database_refusal`, ``exc`` its ``__cause__``)
+    when it is the database lost or out of connections, else ``exc`` itself. Call it on the
+    thread whose connection failed (a connection error without a SQLSTATE is judged by it)."""
+    from django.db import DatabaseError
+
+    from config.middleware import database_refusal
+
+    if isinstance(exc, DatabaseError) and (refusal := database_refusal(exc)) is not None:
+        refusal.__cause__ = exc
+        return refusal
+    return exc
+
+
+def is_database_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is :func:`database_failure`'s refusal (the database lost or out of connections)."""
+    return isinstance(exc, ServiceError) and exc.code in ("database_unavailable", "database_busy")
 
 
 async def run_in_db_thread(executor: ThreadPoolExecutor, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
@@ -218,6 +248,12 @@ def _layer_unreachable_errors() -> tuple[type[BaseException], ...]:
 LAYER_UNREACHABLE = _layer_unreachable_errors()
 """What the channel layer raises when Redis cannot be reached (a restart, a failover): redis-py's
 connection and timeout errors, and the OS's (db61)."""
+
+
+def layer_failed(exc: BaseException) -> str:
+    """The words of a channel layer's failure in a refusal (``exec_unavailable``'s parenthesis)."""
+    return f"the channel layer failed: {type(exc).__name__}"
+
 
 LAYER_SLOTS = 8
 """Group joins and leaves of the agent connections of one web process in flight at once
@@ -991,6 +1027,30 @@ class AgentHub:
         self.stopping = asyncio.Event()  # the process stops (:meth:`stop`)
         # the connections' group joins and leaves at connect and disconnect (LAYER_SLOTS at a time)
         self.layer_slots = asyncio.Semaphore(LAYER_SLOTS)
+        self.database_lost = False  # its flushes or pushes failed for want of the database (said once)
+
+    def _database_failed(self, what: str, exc: BaseException) -> bool:
+        """True when ``exc`` is the database lost or out of connections (:func:`is_database_refusal`):
+        said in one warning line at the first failure of an outage, none after it until
+        :meth:`_database_back` (ws63: a traceback at every flush, twice a second)."""
+        if not is_database_refusal(exc):
+            return False
+        if not self.database_lost:
+            self.database_lost = True
+            cause = exc.__cause__ or exc
+            logger.warning(
+                "%s failed: %s (%s: %s); the flushes and pushes go on failing silently until it is back",
+                what,
+                exc,
+                type(cause).__name__,
+                " ".join(str(cause).split()),
+            )
+        return True
+
+    def _database_back(self) -> None:
+        if self.database_lost:
+            self.database_lost = False
+            logger.info("the heartbeat flushes and pushes reach the database again")
 
     def stop(self) -> None:
         """The process stops (SIGTERM, SIGINT: :func:`_chain_stop_signals`; or uvicorn closed a
@@ -1106,9 +1166,11 @@ class AgentHub:
         views = [link.agent_view() for link in live.values()]
         try:
             commands = await run_in_db_thread(self.flush_executor, flush_heartbeats, reports, views, alive)
-        except Exception:
-            logger.exception("heartbeat flush of %d hosts failed", len(reports))
+        except Exception as exc:
+            if not self._database_failed(f"heartbeat flush of {len(reports)} hosts", exc):
+                logger.exception("heartbeat flush of %d hosts failed", len(reports))
             return
+        self._database_back()
         self._deliver(live, commands)
 
     async def _push_loop(self) -> None:
@@ -1119,9 +1181,11 @@ class AgentHub:
                 commands = await run_in_db_thread(
                     self.push_executor, desired_commands_many, [link.agent_view() for link in live.values()]
                 )
-            except Exception:  # repaired by the next heartbeat flush
-                logger.exception("pushing desired state to %d hosts failed", len(live))
+            except Exception as exc:  # repaired by the next heartbeat flush
+                if not self._database_failed(f"pushing desired state to {len(live)} hosts", exc):
+                    logger.exception("pushing desired state to %d hosts failed", len(live))
                 continue
+            self._database_back()
             self._deliver(live, commands)
 
     def _deliver(self, links: dict[int, AgentLink], commands: dict[int, list[protocol.Message] | None]) -> None:
@@ -1374,7 +1438,7 @@ def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int,
                 "exec in attempt %s on host %s not sent: the channel layer failed (%s: %s)",
                 wire_id, host_id, type(exc).__name__, exc,
             )  # fmt: skip
-            return {"error": "unavailable", "message": f"the channel layer failed: {type(exc).__name__}"}
+            return {"error": "unavailable", "message": layer_failed(exc)}
         try:
             return dict(await asyncio.wait_for(layer.receive(channel), wait_s))
         except TimeoutError:
@@ -1384,7 +1448,7 @@ def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int,
                 "exec in attempt %s on host %s: its answer was lost, the channel layer failed (%s: %s)",
                 wire_id, host_id, type(exc).__name__, exc,
             )  # fmt: skip
-            return {"error": "answer_lost", "message": f"the channel layer failed: {type(exc).__name__}"}
+            return {"error": "answer_lost", "message": layer_failed(exc)}
 
     try:
         if _is_in_memory(layer):

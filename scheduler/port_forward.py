@@ -16,7 +16,8 @@ of the connection's bytes (each at most :data:`~agent.protocol.PORT_CHUNK_BYTES`
 ``{"type": "ack", "bytes", "chunks"}`` (that much of what the client sent was written to the
 connection in the workload), ``{"type": "eof"}`` (the workload's side ended); ``{"type": "end",
 "timed_out"}`` last (then close 1000), or ``{"type": "error", "code", "message"}`` and close
-4000 + the API's status (``port_refused``: nothing listens there).
+4000 + the API's status (``port_refused``: nothing listens there); Redis or the database failing,
+as an interactive session's (:mod:`scheduler.exec_session`), close 4503.
 
 Flow control, both ways as the interactive session's output: at most ``EXEC_TTY_WINDOW`` bytes and
 ``EXEC_TTY_WINDOW_CHUNKS`` frames ahead of the other side's acknowledgements. A client that sends
@@ -55,6 +56,7 @@ class PortForwardConsumer(AttemptStreamConsumer):
 
     WHAT = "forwarded connection"
     NOUN = "connection"
+    PORT = True
 
     async def connect(self) -> None:
         self.unacked = 0  # bytes of the client's sent to the agent, not yet written there
