@@ -70,6 +70,7 @@ from fairway_cli.words import (
     group_unchanged_text,
     hold_unchanged_text,
     host_reason_words,
+    host_state_words,
     idle_held_text,
     in_brackets,
     in_flags,
@@ -1267,9 +1268,9 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     try:
         done = api.call("POST", f"workloads/{wid}/exec/", body=body)
     except CliError as exc:
-        if exc.code == "exec_timeout":  # the agent never answered; a proxy's 504 is not this (left60)
-            raise CliError(EXIT_TIMEOUT, f"workload {wid}: {exc.message}", exc.code) from None
-        raise CliError(exc.exit_code, in_flags(exc.message), exc.code, exc.retry_after) from None
+        # the agent never answered (exit 124); a proxy's 504 is not this (left60)
+        exit_code = EXIT_TIMEOUT if exc.code == "exec_timeout" else exc.exit_code
+        raise CliError(exit_code, _workload_words(wid, exc.message), exc.code, exc.retry_after) from None
     if args.json:
         emit_json(done, out)
         return int(done["exit_code"])
@@ -1331,7 +1332,16 @@ def _stream_refusal(exc: Any, wid: int) -> CliError:
     if exc.code in ("not_authenticated", "authentication_failed"):
         return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
     said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
-    return CliError(EXIT_API, f"workload {wid}: {in_flags(said)}", exc.code)
+    return CliError(EXIT_API, _workload_words(wid, said), exc.code)
+
+
+def _workload_words(wid: int, said: str) -> str:
+    """A refusal of a command or stream in workload ``wid`` (``said``: the server's words and code,
+    or the CLI's own), the one wording of the one-shot ``fairway exec``, ``-it`` and ``port-forward``
+    (pf63: ``-it``'s began "workload N: ", the one-shot's did not): the flag typed for each field
+    (:func:`in_flags`), and the workload named once, first where the words do not name it."""
+    said = in_flags(said)
+    return said if re.search(rf"\b[Ww]orkload {wid}\b", said) else f"workload {wid}: {said}"
 
 
 def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -2448,7 +2458,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.json:
             emit_json(host, out)
         else:
-            line = f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}"
+            line = f"{host['name']}: {host_state_words({**host, 'scheduled_drain': None})}"
             if host["state"] == "offline" and (reason := host_reason(host)):
                 # the action is kept for the agent's return (host_reason says so): "offline" alone read as refused
                 line += f"; {reason}"
@@ -2472,7 +2482,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         [
             ("NAME", lambda h: h["name"]),
             ("CLUSTER", lambda h: h["cluster"]),
-            ("STATE", lambda h: h["state"] + (" (now)" if h["drain_now"] else "")),
+            ("STATE", host_state_words),
             ("GPUS", lambda h: f"{h['gpu_count']}×{h['model']}"),
             ("CPUS", lambda h: h.get("cpus") or "-"),
             ("MEMORY", lambda h: size(h.get("memory_bytes"))),
@@ -2511,7 +2521,7 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
     if args.json:
         emit_json(host, out)
         return EXIT_OK
-    state = host["state"] + (" (drain now)" if host.get("drain_now") else "")
+    state = host_state_words(host)
     labels = " ".join(f"{k}={v}" for k, v in sorted((host.get("labels") or {}).items())) or "-"
     fields = [
         ("cluster", host["cluster"]),
