@@ -324,9 +324,11 @@ def _tty_size(data: dict[str, Any], name: str, default: int) -> int:
     return value
 
 
-def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[int, int | None, int]:
+def _first_frame(
+    user: Any, data: Any, fields: set[str], example: str, counted: bool = True
+) -> tuple[int, int | None, int]:
     """What a websocket's first frame (``/ws/exec/``, ``/ws/port-forward/``) shares, checked: the
-    throttle (429 ``throttled``: it counts in ``FAIRWAY_THROTTLE_EXEC``), a JSON object of
+    throttle where ``counted`` (429 ``throttled``: it counts in ``FAIRWAY_THROTTLE_EXEC``), a JSON object of
     ``fields`` (and ``rank``) only, ``workload`` (an id), ``attempt`` (a number, or null: the
     latest) and ``rank`` (a gang member's, default 0)."""
     from types import SimpleNamespace
@@ -334,7 +336,7 @@ def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[
     from config.throttling import ExecRateThrottle
 
     throttle = ExecRateThrottle()
-    if not throttle.allow_request(SimpleNamespace(user=user, META={}), None):
+    if counted and not throttle.allow_request(SimpleNamespace(user=user, META={}), None):
         wait = max(1, int(throttle.wait() or 1))
         raise _refuse("throttled", f"Request was throttled. Expected available in {wait} seconds.", 429)
     if not isinstance(data, dict):
@@ -401,12 +403,16 @@ class PortTarget:
     port: int
 
 
-def port_target(user: Any, data: Any) -> PortTarget:
+def port_target(user: Any, data: Any, check: bool = False) -> PortTarget:
     """The first frame of ``/ws/port-forward/`` (``{"workload", "attempt", "rank", "port"}``)
-    checked for ``user`` as an interactive session's is (:func:`tty_target`'s codes and throttle:
-    each forwarded connection counts once in ``FAIRWAY_THROTTLE_EXEC``; ``rank``: a port of that
-    gang member's part); ``invalid_port`` outside 1..65535."""
-    pk, number, rank = _first_frame(user, data, {"workload", "attempt", "port"}, '{"workload": ID, "port": 6006}')
+    checked for ``user`` as an interactive session's is (:func:`tty_target`'s codes; ``rank``: a
+    port of that gang member's part); ``invalid_port`` outside 1..65535. ``check``: the check a
+    ``fairway port-forward`` sends once before it listens, the forward's one count in
+    ``FAIRWAY_THROTTLE_EXEC``; its connections are not counted there (pf63: a browser's page opens
+    several and keeps opening them), only at once in ``FAIRWAY_EXEC_MAX_SESSIONS`` and the agent's
+    slots (decision: docs/jobs.md)."""
+    example = '{"workload": ID, "port": 6006}'
+    pk, number, rank = _first_frame(user, data, {"workload", "attempt", "port"}, example, counted=check)
     port = data.get("port")
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise _refuse("invalid_port", "The port is a whole number, 1 to 65535.", 400, "port")
