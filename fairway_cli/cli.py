@@ -1234,15 +1234,6 @@ def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
-STDIN_WITHOUT_TTY = (
-    "-i without -t (the command's stdin piped, no terminal) is not supported: a session carries a "
-    "terminal's text, not a stream of bytes with an end of its own (docs/jobs.md); for a shell use "
-    "fairway exec -it ID -- bash, for one command leave out -i, and move files through storage the "
-    "workload mounts"
-)
-"""``fairway exec -i`` without ``-t``'s refusal (exl61: kubectl's ``exec -i`` pipes stdin; Fairway's
-sessions do not)."""
-
 EXEC_HTTP_MARGIN_S = 15.0
 """How much longer than the command's timeout ``fairway exec`` waits for the server's answer."""
 
@@ -1296,19 +1287,23 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
     from fairway_cli import session
     from fairway_cli.wsclient import WebSocketError
 
-    if args.stdin and not args.tty:  # exl61: a decision (docs/jobs.md), not kubectl's exec -i
-        raise CliError(EXIT_USAGE, STDIN_WITHOUT_TTY)
-    if not (args.stdin and args.tty):
+    if not args.stdin:
         raise CliError(EXIT_USAGE, "an interactive session takes both -i and -t: fairway exec -it ID -- bash")
     if args.json:
         raise CliError(EXIT_USAGE, "--json is for a one-shot command, not an interactive session (-it)")
+    wid = _workload_id(args.id)
+    if not args.tty:  # pf63: kubectl's exec -i, stdin piped to the command, no terminal
+        return _exec_piped(args, config, wid)
     try:
         stdin_fd = sys.stdin.fileno()
     except (OSError, ValueError):  # no descriptor at all (io.UnsupportedOperation is both)
         stdin_fd = -1
     if stdin_fd < 0 or not os.isatty(stdin_fd):
-        raise CliError(EXIT_USAGE, "-t needs a terminal: stdin is not one (leave out -it to run a one-shot command)")
-    wid = _workload_id(args.id)
+        raise CliError(
+            EXIT_USAGE,
+            "-t needs a terminal: stdin is not one (-i alone pipes it to the command; leave out -it to run a "
+            "one-shot command)",
+        )
     rows, cols = session.terminal_size(stdin_fd)
     first = {"workload": wid, "attempt": args.attempt, "command": list(args.command), "tty": True}
     if args.rank:
@@ -1318,6 +1313,26 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
             config.server, config.token, f"fairway-cli/{__version__}", {**first, "rows": rows, "cols": cols}
         )
         return session.relay(ws, stdin_fd, sys.stdout.buffer, raw=True)
+    except session.SessionRefused as exc:
+        raise _stream_refusal(exc, wid) from None
+    except WebSocketError as exc:
+        raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
+
+
+def _exec_piped(args: argparse.Namespace, config: Config, wid: int) -> int:
+    """``fairway exec -i ID -- CMD`` (pf63; kubectl's ``exec -i``): this stdin piped to CMD inside
+    one's running workload, no terminal, its end CMD's end of input; its stdout and stderr to ours as
+    they came (bytes, not text), its exit code ours (``fairway_cli.session.relay_pipe``)."""
+    from fairway_cli import session
+    from fairway_cli.wsclient import WebSocketError
+
+    first: dict[str, Any] = {"workload": wid, "attempt": args.attempt, "command": list(args.command), "tty": False}
+    if args.rank:
+        first["rank"] = args.rank
+    err = getattr(args, "err", None) or sys.stderr
+    try:
+        ws, _started = session.open_session(config.server, config.token, f"fairway-cli/{__version__}", first)
+        return session.relay_pipe(ws, sys.stdin.buffer, sys.stdout.buffer, getattr(err, "buffer", sys.stderr.buffer))
     except session.SessionRefused as exc:
         raise _stream_refusal(exc, wid) from None
     except WebSocketError as exc:
@@ -2842,7 +2857,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("id", help="your running workload")
     p.add_argument(
-        "-i", "--stdin", action="store_true", help="send this terminal's input to the command (with -t only)"
+        "-i",
+        "--stdin",
+        action="store_true",
+        help="send stdin to the command: with -t on a terminal; alone through a pipe, no terminal "
+        "(cat data | fairway exec -i ID -- python process.py)",
     )
     p.add_argument("-t", "--tty", action="store_true", help="run it on a terminal, interactively (with -i: -it)")
     p.add_argument(

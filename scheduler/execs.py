@@ -298,6 +298,8 @@ class TtyTarget:
     rows: int
     cols: int
     workload_id: int = 0
+    tty: bool = True
+    """On a terminal (``-it``), else pipes (``fairway exec -i``: stdin piped, stdout and stderr apart)."""
 
 
 def token_user(header: str) -> Any:
@@ -365,15 +367,17 @@ def _session_attempt(user: Any, pk: int, number: int | None, rank: int, port: bo
 
 def tty_target(user: Any, data: Any) -> TtyTarget:
     """The first frame of ``/ws/exec/`` (``{"workload", "attempt", "rank", "command", "tty": true,
-    "rows", "cols"}``) checked for ``user`` as ``POST workloads/{id}/exec/`` is (its codes: ``forbidden``,
+    "rows", "cols"}``; ``"tty": false``: stdin piped, no terminal) checked for ``user`` as ``POST
+    workloads/{id}/exec/`` is (its codes: ``forbidden``,
     ``not_running``, ``host_offline``, ``invalid_command``, ``invalid_attempt``, ``invalid_rank``;
     404 ``not_found``; 429 ``throttled``: the session counts in ``FAIRWAY_THROTTLE_EXEC``)."""
     from agent.protocol import ExecTty
 
     fields = {"workload", "attempt", "command", "tty", "rows", "cols"}
     pk, number, rank = _first_frame(user, data, fields, '{"workload": ID, "command": [...]}')
-    if data.get("tty", True) is not True:
-        raise _refuse("invalid_tty", "This websocket opens a terminal (tty: true); without one use POST exec/.", 400)
+    tty = data.get("tty", True)
+    if not isinstance(tty, bool):  # pf63: false pipes stdin to the command without a terminal
+        raise _refuse("invalid_tty", "tty is true (a terminal) or false (stdin piped, no terminal).", 400, "tty")
     command = data.get("command")
     if (problem := command_problem(command)) is not None:
         raise _refuse("invalid_command", problem, 400, "command")
@@ -384,7 +388,7 @@ def tty_target(user: Any, data: Any) -> TtyTarget:
     except ProtocolError:
         raise _refuse("invalid_command", COMMAND_TOO_LONG, 400, "command") from None
     attempt, host = _session_attempt(user, pk, number, rank)
-    return TtyTarget(attempt.wire_id, attempt.number, host.pk, host.name, list(command), rows, cols, pk)
+    return TtyTarget(attempt.wire_id, attempt.number, host.pk, host.name, list(command), rows, cols, pk, tty)
 
 
 # --- forwarded connections (``fairway port-forward``, ``/ws/port-forward/``) ----------------------

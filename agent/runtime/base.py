@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from agent.protocol import Mount
 from agent.runtime.isolation import Identity, IdentityError, Isolation
+from agent.runtime.pipe import PipeSession
 from agent.runtime.tty import TtySession
 from agent.state import AttemptRecord, AttemptStore, cap_log, current_boot_id, read_log_tail
 
@@ -179,6 +180,16 @@ class Runtime(ABC):
             ExecError: it could not start there (the runtime cannot, or the attempt does not run).
         """
         raise ExecError("unsupported", f"the {type(self).__name__} cannot open a terminal in an attempt")
+
+    async def exec_pipe(self, attempt_id: int, command: list[str]) -> PipeSession:
+        """Start ``command`` inside the running attempt ``attempt_id``'s containment, as :meth:`exec`
+        does, with pipes for its stdin, stdout and stderr, no terminal (``exec_pipe`` without
+        ``tty``: ``fairway exec -i``).
+
+        Raises:
+            ExecError: it could not start there (the runtime cannot, or the attempt does not run).
+        """
+        raise ExecError("unsupported", f"the {type(self).__name__} cannot pipe a command's input in an attempt")
 
     async def connect_port(self, attempt_id: int, port: int) -> socket.socket:
         """A TCP connection to ``port`` on 127.0.0.1 as the running attempt ``attempt_id`` sees it
