@@ -277,8 +277,11 @@ def test_bytes_go_as_they_are_on_a_terminal_and_piped(running, researcher) -> No
             assert (got["type"], got["data"], got["eof"]) == ("exec.data", "", True)
         await comm.disconnect()
 
-    _run(run(True, 21))
-    _run(run(False, 22))
+    async def both() -> None:  # one event loop: the Redis layer's locks are bound to theirs
+        await run(True, 21)
+        await run(False, 22)
+
+    _run(both())
 
 
 def test_no_agent_taking_the_session_is_host_offline(running, researcher, monkeypatch) -> None:
