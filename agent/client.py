@@ -139,7 +139,8 @@ class _Tty(_Stream):
     session: TtySession | PipeSession | None = None
     early: bytearray = dataclasses.field(default_factory=bytearray)
     early_eof: bool = False
-    binary: bool = False  # an ``exec_pipe``'s: bytes as ``exec_data``, input acknowledged
+    binary: bool = False  # an ``exec_pipe``'s: bytes as ``exec_data``
+    piped: bool = False  # an ``exec_pipe``'s without a terminal: its input acknowledged once written
     size: tuple[int, int] | None = None
     why: str = ""
 
@@ -799,7 +800,8 @@ class Agent:
             if refused := _slot_refusal(len(self._ttys), mine, MAX_TTYS, "sessions", "holds", msg.id):
                 await self._send(refused)
                 return
-            new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s(), binary=isinstance(msg, ExecPipe))
+            piped = isinstance(msg, ExecPipe) and not msg.tty
+            new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s(), binary=isinstance(msg, ExecPipe), piped=piped)
             self._ttys[msg.id] = new
             run = self._run_pipe(msg, new, self._ws) if isinstance(msg, ExecPipe) else self._run_tty(msg, new, self._ws)
             self._spawn(run)  # answered on this connection only
@@ -820,10 +822,10 @@ class Agent:
                 data = msg.data.encode()
             conn, ref = self._ws, msg.ref
 
-            def written(size: int) -> None:  # its window moves on (an exec_pipe's input only)
+            def written(size: int) -> None:  # its window moves on (piped input only)
                 self._spawn(self._send(ExecAck(ref=ref, bytes=size, chunks=1), on=conn))
 
-            acked = written if tty.binary and data else None
+            acked = written if tty.piped and data else None
             try:
                 if tty.session is None:
                     if len(tty.early) + len(data) > EXEC_TTY_WINDOW:
@@ -997,7 +999,9 @@ class Agent:
                     tty.unacked_chunks += 1
                     out = ExecData(ref=msg.id, stream=stream, data=base64.b64encode(piece).decode(), eof=False)  # type: ignore[arg-type]
                     await self._send(out, on=conn)
-            await session.close()  # what it left behind (a background job holding the terminal)
+            if not msg.tty:  # its output ended: it ends by itself (else a close, or at the idle timeout)
+                await asyncio.wait([exited])
+            await session.close()  # what it left behind (a background job holding the terminal, its pipes)
             code = await exited
             log.info("attempt %d: piped exec exited %d%s", msg.attempt_id, code, " (idle)" if tty.idle else "")
             result = ExecResult(
