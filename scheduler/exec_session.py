@@ -386,6 +386,7 @@ class ExecSessionConsumer(AttemptStreamConsumer):
     async def connect(self) -> None:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.binary = True  # exec_pipe; False: an older agent's exec_tty (text)
+        self.opening_again = False  # opened again as exec_tty (an agent older than exec_pipe)
         self.tty = True
         self.unacked = 0  # bytes of input sent to the agent, not yet written to a pipe there
         self.unacked_chunks = 0
@@ -436,8 +437,6 @@ class ExecSessionConsumer(AttemptStreamConsumer):
             self.open_timer = loop.call_later(OPEN_WAIT_S, lambda: loop.create_task(self._not_taken()))
             return
         await super().exec_tty_end(event)
-
-    opening_again = False
 
     async def relay_in(self, text_data: str | None, bytes_data: bytes | None) -> None:
         if bytes_data is not None:

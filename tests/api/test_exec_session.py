@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -126,8 +127,12 @@ async def _take(layer: Any, reader: str, opened: dict[str, Any], agent: str, ref
 
 
 async def _fake_agent(host_id: int) -> tuple[Any, str]:
+    """A channel in the host's group that plays its agent's connection: a plain one, not one of this
+    process's ``specific.…!`` channels, whose messages channels-redis pops from one list for all of
+    them (pf63: the reader's close, sent as its consumer ended, was popped by that consumer's
+    cancelled receive and lost, about one run in three once the session had an ``exec.started``)."""
     layer = get_channel_layer()
-    channel = await layer.new_channel()
+    channel = f"fake-agent.{uuid.uuid4().hex}"
     await layer.group_add(gateway.host_group(host_id), channel)
     return layer, channel
 
