@@ -50,10 +50,13 @@ from agent.protocol import (
     Exec,
     ExecAck,
     ExecClose,
+    ExecData,
     ExecInput,
     ExecOutput,
+    ExecPipe,
     ExecResize,
     ExecResult,
+    ExecStarted,
     ExecTty,
     Heartbeat,
     Hello,
@@ -72,6 +75,7 @@ from agent.protocol import (
     one_persons_share,
 )
 from agent.runtime.base import AttemptSpec, ExecError, Runtime, StartError
+from agent.runtime.pipe import PipeSession
 from agent.runtime.tty import InputOverflow, TtySession
 from agent.state import AttemptRecord, current_boot_id, monotonic_s
 
@@ -132,8 +136,11 @@ class _Tty(_Stream):
     started, a resize that came before it started, and why the agent ended it (told with its
     ``exec_result``; brk61: a paste too long, unsaid)."""
 
-    session: TtySession | None = None
+    session: TtySession | PipeSession | None = None
     early: bytearray = dataclasses.field(default_factory=bytearray)
+    early_eof: bool = False
+    binary: bool = False  # an ``exec_pipe``'s: bytes as ``exec_data``
+    piped: bool = False  # an ``exec_pipe``'s without a terminal: its input acknowledged once written
     size: tuple[int, int] | None = None
     why: str = ""
 
@@ -565,7 +572,7 @@ class Agent:
             self._spawn(self._on_exec(msg, owner, self._ws))
         elif isinstance(msg, (ExecAck, ExecClose)) and msg.ref in self._ports:
             await self._on_port_message(msg)
-        elif isinstance(msg, (ExecTty, ExecInput, ExecResize, ExecAck, ExecClose)):
+        elif isinstance(msg, (ExecTty, ExecPipe, ExecInput, ExecData, ExecResize, ExecAck, ExecClose)):
             await self._on_tty_message(msg)
         elif isinstance(msg, (PortOpen, PortData)):
             await self._on_port_message(msg)
@@ -783,33 +790,55 @@ class Agent:
         if sent is not None:
             self._unacked[sent] = [record.attempt_id]
 
-    async def _on_tty_message(self, msg: ExecTty | ExecInput | ExecResize | ExecAck | ExecClose) -> None:
-        """An interactive session's messages (``fairway exec -it``: docs/jobs.md)."""
-        if isinstance(msg, ExecTty):
+    async def _on_tty_message(
+        self, msg: ExecTty | ExecPipe | ExecInput | ExecData | ExecResize | ExecAck | ExecClose
+    ) -> None:
+        """An interactive session's messages (``fairway exec -it``, ``-i``: docs/jobs.md)."""
+        if isinstance(msg, (ExecTty, ExecPipe)):
             owner = self._exec_owners.get(msg.attempt_id, "")
             mine = sum(1 for t in self._ttys.values() if self._exec_owners.get(t.attempt_id, "") == owner)
             if refused := _slot_refusal(len(self._ttys), mine, MAX_TTYS, "sessions", "holds", msg.id):
                 await self._send(refused)
                 return
-            new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s())
+            piped = isinstance(msg, ExecPipe) and not msg.tty
+            new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s(), binary=isinstance(msg, ExecPipe), piped=piped)
             self._ttys[msg.id] = new
-            self._spawn(self._run_tty(msg, new, self._ws))  # answered on this connection only
+            run = self._run_pipe(msg, new, self._ws) if isinstance(msg, ExecPipe) else self._run_tty(msg, new, self._ws)
+            self._spawn(run)  # answered on this connection only
             return
         tty = self._ttys.get(msg.ref)
         if tty is None:
             return  # ended meanwhile: its exec_result is on its way
-        if isinstance(msg, ExecInput):
+        if isinstance(msg, (ExecInput, ExecData)):
             if tty.closing:
                 return  # the command is being ended: its input goes nowhere
             tty.last = monotonic_s()
-            data = msg.data.encode()
+            if isinstance(msg, ExecData):
+                try:
+                    data = base64.b64decode(msg.data, validate=True)
+                except binascii.Error:
+                    data = b"\0" * (EXEC_TTY_WINDOW + 1)  # not base64: ended below
+            else:
+                data = msg.data.encode()
+            conn, ref = self._ws, msg.ref
+
+            def written(size: int) -> None:  # its window moves on (piped input only)
+                self._spawn(self._send(ExecAck(ref=ref, bytes=size, chunks=1), on=conn))
+
+            acked = written if tty.piped and data else None
             try:
                 if tty.session is None:
                     if len(tty.early) + len(data) > EXEC_TTY_WINDOW:
                         raise InputOverflow("too much input before the command started")
                     tty.early += data
+                    if acked is not None:
+                        acked(len(data))
+                    tty.early_eof |= isinstance(msg, ExecData) and msg.eof
                 else:
-                    tty.session.write(data)
+                    if data:
+                        tty.session.write(data, acked)
+                    if isinstance(msg, ExecData) and msg.eof:
+                        tty.session.close_stdin()
             except InputOverflow as exc:
                 log.warning("attempt %d: interactive session %d closed: %s", tty.attempt_id, msg.ref, exc)
                 tty.why = f"the session was ended: {exc}"
@@ -902,6 +931,89 @@ class Agent:
             )
         except Exception as exc:  # answered all the same, as exec's (brk61: its reader waited for ever)
             log.exception("interactive exec in attempt %d failed", msg.attempt_id)
+            if session is not None:
+                with contextlib.suppress(Exception):
+                    await session.close()
+            why = f"the agent could not run it: {type(exc).__name__}: {exc}"
+            await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
+        finally:
+            tty.closing = True
+            if session is not None:
+                session.finish()
+            if self._ttys.get(msg.id) is tty:
+                del self._ttys[msg.id]
+
+    async def _run_pipe(self, msg: ExecPipe, tty: _Tty, conn: Any = None) -> None:
+        """Run an ``exec_pipe``: start its command in the attempt's containment (the runtime's), on a
+        terminal where ``tty``, else with pipes; ``exec_started`` once it runs; its output's bytes as
+        ``exec_data`` (``stdout``, ``stderr``) within the windows of :meth:`_run_tty`'s; ended as a
+        session is; then ``exec_result`` (pf63: bytes as they are, not text)."""
+        session: TtySession | PipeSession | None = None
+        try:
+            try:
+                if msg.tty:
+                    session = await self.runtime.exec_tty(msg.attempt_id, list(msg.command), msg.rows, msg.cols)
+                else:
+                    session = await self.runtime.exec_pipe(msg.attempt_id, list(msg.command))
+            except ExecError as exc:
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
+                return
+            tty.session = session
+            await self._send(ExecStarted(ref=msg.id), on=conn)
+            if tty.size is not None:
+                session.resize(*tty.size)
+            if tty.closing:
+                self._spawn(session.close())
+            else:
+                try:
+                    if tty.early:
+                        session.write(bytes(tty.early))
+                    if tty.early_eof:
+                        session.close_stdin()
+                except InputOverflow as exc:
+                    tty.why = f"the session was ended: {exc}"
+                    self._close_stream(tty)
+                tty.early.clear()
+            self._spawn(self._idle(msg.id, tty))
+            exited = asyncio.ensure_future(session.proc.wait())
+            while True:
+                while (
+                    tty.unacked >= EXEC_TTY_WINDOW or tty.unacked_chunks >= EXEC_TTY_WINDOW_CHUNKS
+                ) and not tty.closing:
+                    tty.credit.clear()
+                    await tty.credit.wait()
+                reading = asyncio.ensure_future(session.read_stream())
+                await asyncio.wait([reading, exited], return_when=asyncio.FIRST_COMPLETED)
+                try:
+                    stream, data = (
+                        reading.result() if reading.done() else await asyncio.wait_for(reading, TTY_EXIT_DRAIN_S)
+                    )
+                except TimeoutError:
+                    stream, data = "", b""
+                if not data:
+                    break
+                tty.last = monotonic_s()
+                for at in range(0, len(data), EXEC_CHUNK_BYTES):
+                    piece = data[at : at + EXEC_CHUNK_BYTES]
+                    tty.unacked += len(piece)
+                    tty.unacked_chunks += 1
+                    out = ExecData(ref=msg.id, stream=stream, data=base64.b64encode(piece).decode(), eof=False)  # type: ignore[arg-type]
+                    await self._send(out, on=conn)
+            if not msg.tty:  # its output ended: it ends by itself (else a close, or at the idle timeout)
+                await asyncio.wait([exited])
+            await session.close()  # what it left behind (a background job holding the terminal, its pipes)
+            code = await exited
+            log.info("attempt %d: piped exec exited %d%s", msg.attempt_id, code, " (idle)" if tty.idle else "")
+            result = ExecResult(
+                ref=msg.id,
+                exit_code=128 - code if code < 0 else code,
+                timed_out=tty.idle,
+                truncated=False,
+                message=tty.why,
+            )
+            await self._send(result, on=conn)
+        except Exception as exc:  # answered all the same, as a session's
+            log.exception("piped exec in attempt %d failed", msg.attempt_id)
             if session is not None:
                 with contextlib.suppress(Exception):
                     await session.close()

@@ -21,9 +21,10 @@ Both sides use :func:`encode` and :func:`decode`; :func:`decode` never raises an
 ``error`` message and the connection survives.
 
 Agent → server: ``hello``, ``heartbeat``, ``attempt``, ``log``, ``exec_output``, ``exec_result``,
-``port_data``, ``exec_ack``, ``error``.
+``port_data``, ``exec_ack``, ``exec_started``, ``exec_data``, ``error``.
 Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``exec``, ``exec_tty``, ``exec_input``,
-``exec_resize``, ``exec_ack``, ``exec_close``, ``port_open``, ``port_data``, ``ack``, ``error``.
+``exec_resize``, ``exec_ack``, ``exec_close``, ``port_open``, ``port_data``, ``exec_pipe``,
+``exec_data``, ``ack``, ``error``.
 
 ``exec``, ``exec_output`` and ``exec_result`` came later on version 1 (new types, no new field of
 an old one): an agent older than them answers an ``exec`` with ``error`` ``unknown_type`` naming
@@ -32,6 +33,9 @@ interactive session's ``exec_tty``, ``exec_input``, ``exec_resize``, ``exec_ack`
 (``fairway exec -it``): an agent older than them answers ``exec_tty`` with ``unknown_type``. And
 ``fairway port-forward``'s ``port_open`` and ``port_data`` (the agent's ``exec_ack`` of what it wrote
 to a forwarded connection too): an older agent answers ``port_open`` with ``unknown_type``.
+And a session's bytes as they are (pf63: ``exec_pipe``, ``exec_started``, ``exec_data``; ``fairway
+exec -i`` without a terminal, and ``-it`` binary-safe): an older agent answers ``exec_pipe`` with
+``unknown_type``, and the server opens an ``exec_tty`` instead where it asked for a terminal.
 """
 
 from __future__ import annotations
@@ -567,6 +571,50 @@ class PortData(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class ExecPipe(Message):
+    """Server → agent: run ``command`` inside the running attempt ``attempt_id``'s containment, as
+    ``exec_tty`` does, its bytes carried as they are (pf63): on a pseudo-terminal of ``rows`` ×
+    ``cols`` when ``tty`` (``fairway exec -it``; one stream, ``stdout``), else with pipes, no
+    terminal (``fairway exec -i``: ``cat data | … python process.py``; ``stdout`` and ``stderr``
+    apart). Answered at once by ``exec_started`` (``ref``: this message's id) once the command runs,
+    then ``exec_data`` of its output within the windows of ``exec_tty``'s (:data:`EXEC_TTY_WINDOW`
+    bytes, :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of the ``exec_ack``s), then one
+    ``exec_result``; an ``error`` naming it when it cannot run. Its input comes as ``exec_data``
+    (``stdin``; ``eof``: the end of its input, a pipe's close), each acknowledged by an ``exec_ack``
+    once written to it; ``exec_resize``, ``exec_close`` and ``idle_s`` as ``exec_tty``'s. An agent
+    older than it answers ``unknown_type`` (the server then opens ``exec_tty`` where ``tty``)."""
+
+    TYPE: ClassVar[str] = "exec_pipe"
+    attempt_id: Id
+    command: Annotated[list[Arg], Size(4096, 1)]
+    tty: bool
+    rows: TtySize
+    cols: TtySize
+    idle_s: Annotated[int, Range(1, EXEC_TTY_MAX_IDLE_S)]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecStarted(Message):
+    """Agent → server: the ``exec_pipe`` ``ref``'s command runs (its input may come now)."""
+
+    TYPE: ClassVar[str] = "exec_started"
+    ref: Seq
+
+
+@dataclass(frozen=True, slots=True)
+class ExecData(Message):
+    """Either way: the next bytes of a stream of the ``exec_pipe`` ``ref``, ``data`` in base64 (at
+    most :data:`EXEC_CHUNK_BYTES` bytes): ``stdin`` from the server, ``stdout`` or ``stderr`` from
+    the agent; ``eof``: that stream ends (``stdin``'s: the command's input is closed)."""
+
+    TYPE: ClassVar[str] = "exec_data"
+    ref: Seq
+    stream: Literal["stdin", "stdout", "stderr"]
+    data: Annotated[str, Size(PORT_DATA_CHARS)]
+    eof: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Ack(Message):
     """Server → agent: the message with id ``ack`` was processed."""
 
@@ -597,15 +645,20 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
         ExecClose,
         PortOpen,
         PortData,
+        ExecPipe,
+        ExecStarted,
+        ExecData,
     )
 }
 AGENT_MESSAGE_TYPES: frozenset[str] = frozenset(
     {"hello", "heartbeat", "attempt", "log", "exec_output", "exec_result", "error", "port_data", "exec_ack"}
+    | {"exec_started", "exec_data"}
 )
 """Types an agent sends (a server decodes with ``allowed=AGENT_MESSAGE_TYPES``)."""
 SERVER_MESSAGE_TYPES: frozenset[str] = frozenset(
     {"welcome", "start", "stop", "logs", "exec", "ack", "error"}
     | {"exec_tty", "exec_input", "exec_resize", "exec_ack", "exec_close", "port_open", "port_data"}
+    | {"exec_pipe", "exec_data"}
 )
 """Types a server sends (an agent decodes with ``allowed=SERVER_MESSAGE_TYPES``)."""
 

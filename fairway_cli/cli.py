@@ -70,6 +70,7 @@ from fairway_cli.words import (
     group_unchanged_text,
     hold_unchanged_text,
     host_reason_words,
+    host_state_words,
     idle_held_text,
     in_brackets,
     in_flags,
@@ -1235,15 +1236,6 @@ def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
-STDIN_WITHOUT_TTY = (
-    "-i without -t (the command's stdin piped, no terminal) is not supported: a session carries a "
-    "terminal's text, not a stream of bytes with an end of its own (docs/jobs.md); for a shell use "
-    "fairway exec -it ID -- bash, for one command leave out -i, and move files through storage the "
-    "workload mounts"
-)
-"""``fairway exec -i`` without ``-t``'s refusal (exl61: kubectl's ``exec -i`` pipes stdin; Fairway's
-sessions do not)."""
-
 EXEC_HTTP_MARGIN_S = 15.0
 """How much longer than the command's timeout ``fairway exec`` waits for the server's answer."""
 
@@ -1269,9 +1261,9 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     try:
         done = api.call("POST", f"workloads/{wid}/exec/", body=body)
     except CliError as exc:
-        if exc.code == "exec_timeout":  # the agent never answered; a proxy's 504 is not this (left60)
-            raise CliError(EXIT_TIMEOUT, f"workload {wid}: {exc.message}", exc.code) from None
-        raise CliError(exc.exit_code, in_flags(exc.message), exc.code, exc.retry_after) from None
+        # the agent never answered (exit 124); a proxy's 504 is not this (left60)
+        exit_code = EXIT_TIMEOUT if exc.code == "exec_timeout" else exc.exit_code
+        raise CliError(exit_code, _workload_words(wid, exc.message), exc.code, exc.retry_after) from None
     if args.json:
         emit_json(done, out)
         return int(done["exit_code"])
@@ -1297,19 +1289,23 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
     from fairway_cli import session
     from fairway_cli.wsclient import WebSocketError
 
-    if args.stdin and not args.tty:  # exl61: a decision (docs/jobs.md), not kubectl's exec -i
-        raise CliError(EXIT_USAGE, STDIN_WITHOUT_TTY)
-    if not (args.stdin and args.tty):
+    if not args.stdin:
         raise CliError(EXIT_USAGE, "an interactive session takes both -i and -t: fairway exec -it ID -- bash")
     if args.json:
         raise CliError(EXIT_USAGE, "--json is for a one-shot command, not an interactive session (-it)")
+    wid = _workload_id(args.id)
+    if not args.tty:  # pf63: kubectl's exec -i, stdin piped to the command, no terminal
+        return _exec_piped(args, config, wid)
     try:
         stdin_fd = sys.stdin.fileno()
     except (OSError, ValueError):  # no descriptor at all (io.UnsupportedOperation is both)
         stdin_fd = -1
     if stdin_fd < 0 or not os.isatty(stdin_fd):
-        raise CliError(EXIT_USAGE, "-t needs a terminal: stdin is not one (leave out -it to run a one-shot command)")
-    wid = _workload_id(args.id)
+        raise CliError(
+            EXIT_USAGE,
+            "-t needs a terminal: stdin is not one (-i alone pipes it to the command; leave out -it to run a "
+            "one-shot command)",
+        )
     rows, cols = session.terminal_size(stdin_fd)
     first = {"workload": wid, "attempt": args.attempt, "command": list(args.command), "tty": True}
     if args.rank:
@@ -1325,6 +1321,26 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
         raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
 
 
+def _exec_piped(args: argparse.Namespace, config: Config, wid: int) -> int:
+    """``fairway exec -i ID -- CMD`` (pf63; kubectl's ``exec -i``): this stdin piped to CMD inside
+    one's running workload, no terminal, its end CMD's end of input; its stdout and stderr to ours as
+    they came (bytes, not text), its exit code ours (``fairway_cli.session.relay_pipe``)."""
+    from fairway_cli import session
+    from fairway_cli.wsclient import WebSocketError
+
+    first: dict[str, Any] = {"workload": wid, "attempt": args.attempt, "command": list(args.command), "tty": False}
+    if args.rank:
+        first["rank"] = args.rank
+    err = getattr(args, "err", None) or sys.stderr
+    try:
+        ws, _started = session.open_session(config.server, config.token, f"fairway-cli/{__version__}", first)
+        return session.relay_pipe(ws, sys.stdin.buffer, sys.stdout.buffer, getattr(err, "buffer", sys.stderr.buffer))
+    except session.SessionRefused as exc:
+        raise _stream_refusal(exc, wid) from None
+    except WebSocketError as exc:
+        raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
+
+
 def _stream_refusal(exc: Any, wid: int) -> CliError:
     """The CLI's error for a stream to a workload the server refused (``fairway exec -it``,
     ``fairway port-forward``: a :class:`fairway_cli.session.SessionRefused`): try60, the flag typed
@@ -1333,7 +1349,16 @@ def _stream_refusal(exc: Any, wid: int) -> CliError:
     if exc.code in ("not_authenticated", "authentication_failed"):
         return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
     said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
-    return CliError(EXIT_API, f"workload {wid}: {in_flags(said)}", exc.code)
+    return CliError(EXIT_API, _workload_words(wid, said), exc.code)
+
+
+def _workload_words(wid: int, said: str) -> str:
+    """A refusal of a command or stream in workload ``wid`` (``said``: the server's words and code,
+    or the CLI's own), the one wording of the one-shot ``fairway exec``, ``-it`` and ``port-forward``
+    (pf63: ``-it``'s began "workload N: ", the one-shot's did not): the flag typed for each field
+    (:func:`in_flags`), and the workload named once, first where the words do not name it."""
+    said = in_flags(said)
+    return said if re.search(rf"\b[Ww]orkload {wid}\b", said) else f"workload {wid}: {said}"
 
 
 def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -2450,7 +2475,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.json:
             emit_json(host, out)
         else:
-            line = f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}"
+            line = f"{host['name']}: {host_state_words({**host, 'scheduled_drain': None})}"
             if host["state"] == "offline" and (reason := host_reason(host)):
                 # the action is kept for the agent's return (host_reason says so): "offline" alone read as refused
                 line += f"; {reason}"
@@ -2474,7 +2499,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         [
             ("NAME", lambda h: h["name"]),
             ("CLUSTER", lambda h: h["cluster"]),
-            ("STATE", lambda h: h["state"] + (" (now)" if h["drain_now"] else "")),
+            ("STATE", host_state_words),
             ("GPUS", lambda h: f"{h['gpu_count']}×{h['model']}"),
             ("CPUS", lambda h: h.get("cpus") or "-"),
             ("MEMORY", lambda h: size(h.get("memory_bytes"))),
@@ -2513,7 +2538,7 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
     if args.json:
         emit_json(host, out)
         return EXIT_OK
-    state = host["state"] + (" (drain now)" if host.get("drain_now") else "")
+    state = host_state_words(host)
     labels = " ".join(f"{k}={v}" for k, v in sorted((host.get("labels") or {}).items())) or "-"
     fields = [
         ("cluster", host["cluster"]),
@@ -2834,7 +2859,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("id", help="your running workload")
     p.add_argument(
-        "-i", "--stdin", action="store_true", help="send this terminal's input to the command (with -t only)"
+        "-i",
+        "--stdin",
+        action="store_true",
+        help="send stdin to the command: with -t on a terminal; alone through a pipe, no terminal "
+        "(cat data | fairway exec -i ID -- python process.py)",
     )
     p.add_argument("-t", "--tty", action="store_true", help="run it on a terminal, interactively (with -i: -it)")
     p.add_argument(

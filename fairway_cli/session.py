@@ -204,3 +204,85 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
             sys.stderr.write(f"fairway: {end.why}\n")
         return end.exit_code
     raise end.refused or SessionRefused("broken", "the session ended without an exit code", from_server=False)
+
+
+def relay_pipe(ws: WebSocket, stdin: BinaryIO, stdout: BinaryIO, stderr: BinaryIO) -> int:
+    """Relay a session without a terminal (``fairway exec -i``, pf63) until it ends: ``stdin`` →
+    the command's stdin, at most ``EXEC_TTY_WINDOW`` bytes (``EXEC_TTY_WINDOW_CHUNKS`` frames) ahead
+    of the server's ``ack``s, its end sent as ``{"type": "eof"}`` (the command reads its end of
+    file); its output's frames, each led by its stream's byte (1 stdout, 2 stderr), to ``stdout``
+    and ``stderr`` as they came. Returns the command's exit code.
+
+    Raises:
+        SessionRefused: the session ended without an exit code.
+    """
+    from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
+
+    end = _End()
+    credit = threading.Condition()
+    unacked = [0, 0]  # bytes, frames
+    done = threading.Event()
+
+    def broke(exc: BaseException) -> None:
+        if end.exit_code is None and end.refused is None:
+            end.refused = SessionRefused("broken", f"the connection broke: {exc}", from_server=False)
+
+    def read_server() -> None:
+        try:
+            while True:
+                kind, payload = ws.recv()
+                if kind == OP_BINARY and payload:
+                    out = stderr if payload[:1] == b"\x02" else stdout
+                    out.write(payload[1:])
+                    out.flush()
+                elif kind == OP_TEXT:
+                    frame = json.loads(payload)
+                    if frame.get("type") == "ack":
+                        with credit:
+                            unacked[0] -= int(frame["bytes"])
+                            unacked[1] -= int(frame["chunks"])
+                            credit.notify_all()
+                    elif frame.get("type") == "exit":
+                        end.exit_code, end.timed_out = int(frame["exit_code"]), bool(frame.get("timed_out"))
+                        end.why = str(frame.get("message") or "")
+                    elif frame.get("type") == "error":
+                        end.refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
+                elif kind == OP_CLOSE:
+                    return
+        except (OSError, WebSocketError, ValueError) as exc:
+            broke(exc)
+        finally:
+            done.set()
+            with credit:
+                credit.notify_all()
+
+    reader = threading.Thread(target=read_server, name="fairway-exec-reader", daemon=True)
+    reader.start()
+    try:
+        while not done.is_set():
+            with credit:
+                while not done.is_set() and (unacked[0] >= EXEC_TTY_WINDOW or unacked[1] >= EXEC_TTY_WINDOW_CHUNKS):
+                    credit.wait(1.0)
+                room = min(PORT_CHUNK_BYTES, EXEC_TTY_WINDOW - unacked[0])
+            if done.is_set():
+                break
+            data = stdin.read1(room) if hasattr(stdin, "read1") else stdin.read(room)
+            if not data:  # its end: the command's stdin is closed once what came before is written
+                _sent(ws, json.dumps({"type": "eof"}), broke)
+                break
+            with credit:
+                unacked[0] += len(data)
+                unacked[1] += 1
+            if not _sent(ws, data, broke):
+                break
+        done.wait()
+    finally:
+        ws.close()
+        reader.join(5)
+    if end.exit_code is not None:
+        if end.timed_out:
+            sys.stderr.write("fairway: the session was idle too long and was ended\n")
+        elif end.why:
+            sys.stderr.write(f"fairway: {end.why}\n")
+        return end.exit_code
+    raise end.refused or SessionRefused("broken", "the session ended without an exit code", from_server=False)

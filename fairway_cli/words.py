@@ -118,6 +118,18 @@ def in_brackets(words: str) -> str:
     return f"({words.replace('(', '[').replace(')', ']')})"
 
 
+def host_state_words(host: Mapping[str, Any]) -> str:
+    """A host's state as ``fairway hosts`` says it (its STATE column, ``fairway hosts NAME``'s
+    ``state:``, an action's answer), the one wording: ``draining (drain now)``; a drain scheduled
+    for later adds ``(drain scheduled)`` or ``(drain now scheduled)`` (pf63: the column read only
+    ``active``); its instant, who and why are the server's ``scheduled_drain.summary``, said beside."""
+    words = str(host.get("state") or "") + (" (drain now)" if host.get("drain_now") else "")
+    scheduled = host.get("scheduled_drain")
+    if isinstance(scheduled, Mapping):
+        words += " (drain now scheduled)" if scheduled.get("drain_now") else " (drain scheduled)"
+    return words
+
+
 REASON_ACTIONS = {"draining": "drain asked", "drain_now": "drain now asked", "inventory_held": "inventory held"}
 """The API's ``state_reason.kind`` (the host event that took it out of placement) as the action."""
 

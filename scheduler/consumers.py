@@ -955,6 +955,13 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 waiting.add(msg.stream, msg.data)
             elif (reader := self.tty_sessions.get(msg.ref)) is not None:
                 await self._to_reader(msg.ref, reader, {"type": "exec.tty.output", "data": msg.data})
+        elif isinstance(msg, protocol.ExecStarted):  # an exec_pipe's command runs: its input may come
+            if (reader := self.tty_sessions.get(msg.ref)) is not None:
+                await self._to_reader(msg.ref, reader, {"type": "exec.started"})
+        elif isinstance(msg, protocol.ExecData):
+            if (reader := self.tty_sessions.get(msg.ref)) is not None:
+                data = {"stream": msg.stream, "data": msg.data, "eof": msg.eof}
+                await self._to_reader(msg.ref, reader, {"type": "exec.data", **data})
         elif isinstance(msg, protocol.PortData):
             if (reader := self.tty_sessions.get(msg.ref)) is not None:
                 await self._to_reader(msg.ref, reader, {"type": "port.data", "data": msg.data, "eof": msg.eof})
@@ -1111,6 +1118,27 @@ class AgentConsumer(AsyncWebsocketConsumer):
         )
         await self._open_stream(str(event["reply_to"]), msg)
 
+    async def exec_pipe_open(self, event: dict[str, Any]) -> None:
+        """Group event ``exec.pipe.open`` (scheduler.exec_session, pf63): a session whose bytes go
+        as they are (``exec_pipe``: on a terminal, or piped without one), as :meth:`exec_tty_open`."""
+        msg = protocol.ExecPipe(
+            attempt_id=int(event["attempt_id"]),
+            command=[str(word) for word in event["command"]],
+            tty=bool(event["tty"]),
+            rows=int(event["rows"]),
+            cols=int(event["cols"]),
+            idle_s=int(event["idle_s"]),
+        )
+        await self._open_stream(str(event["reply_to"]), msg)
+
+    async def exec_data(self, event: dict[str, Any]) -> None:
+        """A reader's input (base64) or its end for an ``exec_pipe`` session."""
+        if int(event["ref"]) in self.tty_sessions:
+            msg = protocol.ExecData(
+                ref=int(event["ref"]), stream="stdin", data=str(event["data"]), eof=bool(event["eof"])
+            )
+            await self.send_msg(msg)
+
     async def port_open(self, event: dict[str, Any]) -> None:
         """Group event ``port.open`` (scheduler.port_forward): ask the agent to connect to a port in
         an attempt and relay that connection, as :meth:`exec_tty_open` does a session."""
@@ -1124,7 +1152,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
             msg = protocol.PortData(ref=int(event["ref"]), data=str(event["data"]), eof=bool(event["eof"]))
             await self.send_msg(msg)
 
-    async def _open_stream(self, reader: str, msg: protocol.ExecTty | protocol.PortOpen) -> None:
+    async def _open_stream(self, reader: str, msg: protocol.ExecTty | protocol.ExecPipe | protocol.PortOpen) -> None:
         """Send the agent ``msg`` (a session's or a forwarded connection's open) for ``reader``,
         which is told this connection's channel and the stream's id (``exec.tty.opened``)."""
         if self.host is None or not self.hello_done or self.closing:

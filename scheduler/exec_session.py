@@ -44,6 +44,8 @@ the token's recheck, the stalled reader's end and the abandon of one whose id ha
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import codecs
 import contextlib
 import json
@@ -55,7 +57,7 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from agent.protocol import EXEC_CHUNK_BYTES, one_persons_share
+from agent.protocol import EXEC_CHUNK_BYTES, EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, one_persons_share
 from config.errors import ServiceError
 from scheduler import execs, gateway
 from scheduler.gateway import agent_db
@@ -417,6 +419,15 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
             await self._close_session()
             self.ended = ended
             return
+        if self.started_at_open():
+            await self._started()
+
+    def started_at_open(self) -> bool:
+        """Whether the reader is told ``started`` once the agent's connection took it (else once the
+        agent says its command runs: ``exec_started``, :meth:`ExecSessionConsumer.exec_started`)."""
+        return True
+
+    async def _started(self) -> None:
         assert self.target is not None  # noqa: S101 -- asked for by _open
         started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
         if await self._to_reader(text_data=json.dumps(started)):
@@ -465,46 +476,111 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
 
 
 class ExecSessionConsumer(AttemptStreamConsumer):
-    """One interactive session's websocket at ``/ws/exec/`` (module docstring)."""
+    """One interactive session's websocket at ``/ws/exec/`` (module docstring). pf63: its bytes go
+    as they are (``exec_pipe``, ``exec_data``: binary-safe both ways, where text replaced bytes that
+    are not UTF-8 with U+FFFD), on a terminal (``"tty": true``) or piped without one (``"tty":
+    false``: ``fairway exec -i``); an agent older than that (``agent_too_old``) gets the terminal's
+    ``exec_tty`` and text instead, its reader told ``started`` only then."""
 
     async def connect(self) -> None:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.binary = True  # exec_pipe; False: an older agent's exec_tty (text)
+        self.opening_again = False  # opened again as exec_tty (an agent older than exec_pipe)
+        self.tty = True
+        self.unacked = 0  # bytes of input sent to the agent, not yet written to a pipe there
+        self.unacked_chunks = 0
         await super().connect()
 
     async def check(self, data: Any) -> execs.TtyTarget:
-        return await _tty_target(self.user, data)
+        target = await _tty_target(self.user, data)
+        self.tty = target.tty
+        return target
 
     def open_event(self, target: execs.TtyTarget) -> dict[str, Any]:
-        return {
-            "type": "exec.tty.open",
+        event = {
+            "type": "exec.pipe.open" if self.binary else "exec.tty.open",
             "attempt_id": target.wire_id,
             "command": target.command,
             "rows": target.rows,
             "cols": target.cols,
             "idle_s": int(settings.FAIRWAY_EXEC_IDLE_TIMEOUT),
         }
+        return {**event, "tty": target.tty} if self.binary else event
+
+    def started_at_open(self) -> bool:
+        return not self.binary
 
     def done_frame(self, event: dict[str, Any]) -> dict[str, Any]:
         return {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
+
+    async def exec_started(self, event: dict[str, Any]) -> None:
+        """The agent's ``exec_started``: the command runs, the reader may send its input."""
+        if not self.ended and self.agent is not None:
+            await self._started()
+
+    async def exec_tty_end(self, event: dict[str, Any]) -> None:
+        if (
+            event.get("error") == "agent_too_old"
+            and self.binary
+            and self.tty
+            and not self.ended
+            and not self.opening_again
+        ):
+            # an agent older than exec_pipe: its terminal's session in text, as before pf63
+            self.binary, self.opening_again = False, True
+            self.agent, self.taken = None, False
+            assert self.target is not None  # noqa: S101 -- asked for by _open
+            event = {**self.open_event(self.target), "reply_to": self.channel_name}
+            await self.channel_layer.group_send(gateway.host_group(self.target.host_id), event)
+            loop = asyncio.get_running_loop()
+            self.open_timer = loop.call_later(OPEN_WAIT_S, lambda: loop.create_task(self._not_taken()))
+            return
+        await super().exec_tty_end(event)
 
     async def relay_in(self, text_data: str | None, bytes_data: bytes | None) -> None:
         if bytes_data is not None:
             if len(bytes_data) > MAX_FRAME_BYTES:
                 await self._end_with("input_too_large", f"An input frame is at most {MAX_FRAME_BYTES} bytes.", 400)
                 return
-            text = self.decoder.decode(bytes_data)
-            for at in range(0, len(text), EXEC_CHUNK_BYTES):
-                await self._to_agent({"type": "exec.tty.input", "data": text[at : at + EXEC_CHUNK_BYTES]})
+            if not self.binary:
+                text = self.decoder.decode(bytes_data)
+                for at in range(0, len(text), EXEC_CHUNK_BYTES):
+                    await self._to_agent({"type": "exec.tty.input", "data": text[at : at + EXEC_CHUNK_BYTES]})
+                return
+            await self._input(bytes_data, eof=False)
             return
         try:
             control = json.loads(text_data or "")
-            if control.get("type") != "resize":
-                raise ValueError(control.get("type"))
+            kind = control.get("type")
+            if kind == "eof" and self.binary:  # the end of the input: a pipe's close, a terminal's ^D
+                await self._input(b"", eof=True)
+                return
+            if kind != "resize":
+                raise ValueError(kind)
             rows, cols = int(control["rows"]), int(control["cols"])
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # brk61: rows Infinity
             return  # not one we know: ignored, as a terminal ignores an unknown escape
         if 1 <= rows <= 4096 and 1 <= cols <= 4096:
             await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
+
+    async def _input(self, data: bytes, eof: bool) -> None:
+        """Input bytes (or the end of it) to the agent, in ``exec_data``-sized pieces; piped, at
+        most ``EXEC_TTY_WINDOW`` bytes (``EXEC_TTY_WINDOW_CHUNKS`` pieces) ahead of the agent's
+        acknowledgements of what the command took (a client past it is ended, as a forward's)."""
+        pieces = [data[at : at + EXEC_CHUNK_BYTES] for at in range(0, len(data), EXEC_CHUNK_BYTES)]
+        if not self.tty:
+            if self.unacked + len(data) > EXEC_TTY_WINDOW or self.unacked_chunks + len(pieces) > EXEC_TTY_WINDOW_CHUNKS:
+                message = (
+                    f"More than {EXEC_TTY_WINDOW} bytes (or {EXEC_TTY_WINDOW_CHUNKS} frames) sent ahead of the acks."
+                )
+                await self._end_with("input_overflow", message, 409)
+                return
+            self.unacked += len(data)
+            self.unacked_chunks += len(pieces)
+        for piece in pieces:
+            await self._to_agent({"type": "exec.data", "data": base64.b64encode(piece).decode(), "eof": False})
+        if eof:
+            await self._to_agent({"type": "exec.data", "data": "", "eof": True})
 
     async def exec_tty_output(self, event: dict[str, Any]) -> None:
         if self.ended:
@@ -513,3 +589,26 @@ class ExecSessionConsumer(AttemptStreamConsumer):
         if not await self._to_reader(bytes_data=data):  # waits while the reader's socket buffer is full
             return
         await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
+
+    async def exec_data(self, event: dict[str, Any]) -> None:
+        """Output's bytes (base64, as the agent sent them): as they are on a terminal; piped, each
+        frame's first byte its stream's (1 stdout, 2 stderr: kubectl's channels)."""
+        if self.ended or event.get("eof"):
+            return
+        try:
+            data = base64.b64decode(str(event["data"]), validate=True)
+        except binascii.Error:
+            await self._end_with("exec_failed", "The workload's host sent bytes that are not base64.", 409)
+            return
+        frame = data if self.tty else (b"\x02" if event.get("stream") == "stderr" else b"\x01") + data
+        if not await self._to_reader(bytes_data=frame):  # waits while the reader's socket buffer is full
+            return
+        await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
+
+    async def port_ack(self, event: dict[str, Any]) -> None:
+        """The agent wrote that much input to the command's stdin: piped, the reader may send more."""
+        if self.ended or self.tty:
+            return
+        done, chunks = int(event["bytes"]), int(event["chunks"])
+        self.unacked, self.unacked_chunks = max(0, self.unacked - done), max(0, self.unacked_chunks - chunks)
+        await self._to_reader(text_data=json.dumps({"type": "ack", "bytes": done, "chunks": chunks}))

@@ -303,6 +303,8 @@ class TtyTarget:
     rows: int
     cols: int
     workload_id: int = 0
+    tty: bool = True
+    """On a terminal (``-it``), else pipes (``fairway exec -i``: stdin piped, stdout and stderr apart)."""
 
 
 def token_user(header: str) -> Any:
@@ -329,9 +331,11 @@ def _tty_size(data: dict[str, Any], name: str, default: int) -> int:
     return value
 
 
-def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[int, int | None, int]:
+def _first_frame(
+    user: Any, data: Any, fields: set[str], example: str, counted: bool = True
+) -> tuple[int, int | None, int]:
     """What a websocket's first frame (``/ws/exec/``, ``/ws/port-forward/``) shares, checked: the
-    throttle (429 ``throttled``: it counts in ``FAIRWAY_THROTTLE_EXEC``), a JSON object of
+    throttle where ``counted`` (429 ``throttled``: it counts in ``FAIRWAY_THROTTLE_EXEC``), a JSON object of
     ``fields`` (and ``rank``) only, ``workload`` (an id), ``attempt`` (a number, or null: the
     latest) and ``rank`` (a gang member's, default 0)."""
     from types import SimpleNamespace
@@ -339,7 +343,7 @@ def _first_frame(user: Any, data: Any, fields: set[str], example: str) -> tuple[
     from config.throttling import ExecRateThrottle
 
     throttle = ExecRateThrottle()
-    if not throttle.allow_request(SimpleNamespace(user=user, META={}), None):
+    if counted and not throttle.allow_request(SimpleNamespace(user=user, META={}), None):
         wait = max(1, int(throttle.wait() or 1))
         raise _refuse("throttled", f"Request was throttled. Expected available in {wait} seconds.", 429)
     if not isinstance(data, dict):
@@ -368,15 +372,17 @@ def _session_attempt(user: Any, pk: int, number: int | None, rank: int, port: bo
 
 def tty_target(user: Any, data: Any) -> TtyTarget:
     """The first frame of ``/ws/exec/`` (``{"workload", "attempt", "rank", "command", "tty": true,
-    "rows", "cols"}``) checked for ``user`` as ``POST workloads/{id}/exec/`` is (its codes: ``forbidden``,
+    "rows", "cols"}``; ``"tty": false``: stdin piped, no terminal) checked for ``user`` as ``POST
+    workloads/{id}/exec/`` is (its codes: ``forbidden``,
     ``not_running``, ``host_offline``, ``invalid_command``, ``invalid_attempt``, ``invalid_rank``;
     404 ``not_found``; 429 ``throttled``: the session counts in ``FAIRWAY_THROTTLE_EXEC``)."""
     from agent.protocol import ExecTty
 
     fields = {"workload", "attempt", "command", "tty", "rows", "cols"}
     pk, number, rank = _first_frame(user, data, fields, '{"workload": ID, "command": [...]}')
-    if data.get("tty", True) is not True:
-        raise _refuse("invalid_tty", "This websocket opens a terminal (tty: true); without one use POST exec/.", 400)
+    tty = data.get("tty", True)
+    if not isinstance(tty, bool):  # pf63: false pipes stdin to the command without a terminal
+        raise _refuse("invalid_tty", "tty is true (a terminal) or false (stdin piped, no terminal).", 400, "tty")
     command = data.get("command")
     if (problem := command_problem(command)) is not None:
         raise _refuse("invalid_command", problem, 400, "command")
@@ -387,7 +393,7 @@ def tty_target(user: Any, data: Any) -> TtyTarget:
     except ProtocolError:
         raise _refuse("invalid_command", COMMAND_TOO_LONG, 400, "command") from None
     attempt, host = _session_attempt(user, pk, number, rank)
-    return TtyTarget(attempt.wire_id, attempt.number, host.pk, host.name, list(command), rows, cols, pk)
+    return TtyTarget(attempt.wire_id, attempt.number, host.pk, host.name, list(command), rows, cols, pk, tty)
 
 
 # --- forwarded connections (``fairway port-forward``, ``/ws/port-forward/``) ----------------------
@@ -406,12 +412,16 @@ class PortTarget:
     port: int
 
 
-def port_target(user: Any, data: Any) -> PortTarget:
+def port_target(user: Any, data: Any, check: bool = False) -> PortTarget:
     """The first frame of ``/ws/port-forward/`` (``{"workload", "attempt", "rank", "port"}``)
-    checked for ``user`` as an interactive session's is (:func:`tty_target`'s codes and throttle:
-    each forwarded connection counts once in ``FAIRWAY_THROTTLE_EXEC``; ``rank``: a port of that
-    gang member's part); ``invalid_port`` outside 1..65535."""
-    pk, number, rank = _first_frame(user, data, {"workload", "attempt", "port"}, '{"workload": ID, "port": 6006}')
+    checked for ``user`` as an interactive session's is (:func:`tty_target`'s codes; ``rank``: a
+    port of that gang member's part); ``invalid_port`` outside 1..65535. ``check``: the check a
+    ``fairway port-forward`` sends once before it listens, the forward's one count in
+    ``FAIRWAY_THROTTLE_EXEC``; its connections are not counted there (pf63: a browser's page opens
+    several and keeps opening them), only at once in ``FAIRWAY_EXEC_MAX_SESSIONS`` and the agent's
+    slots (decision: docs/jobs.md)."""
+    example = '{"workload": ID, "port": 6006}'
+    pk, number, rank = _first_frame(user, data, {"workload", "attempt", "port"}, example, counted=check)
     port = data.get("port")
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise _refuse("invalid_port", "The port is a whole number, 1 to 65535.", 400, "port")

@@ -47,8 +47,8 @@ from scheduler.gateway import agent_db
 
 
 @agent_db
-def _port_target(user: Any, data: Any) -> execs.PortTarget:
-    return execs.port_target(user, data)
+def _port_target(user: Any, data: Any, check: bool) -> execs.PortTarget:
+    return execs.port_target(user, data, check)
 
 
 class PortForwardConsumer(AttemptStreamConsumer):
@@ -65,7 +65,7 @@ class PortForwardConsumer(AttemptStreamConsumer):
 
     async def check(self, data: Any) -> execs.PortTarget:
         self.check_only = isinstance(data, dict) and data.pop("check", False) is True
-        return await _port_target(self.user, data)
+        return await _port_target(self.user, data, self.check_only)
 
     async def checked_only(self, target: execs.PortTarget) -> bool:
         if not self.check_only:

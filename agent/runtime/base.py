@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from agent.protocol import Mount
 from agent.runtime.isolation import Identity, IdentityError, Isolation
+from agent.runtime.pipe import PipeSession
 from agent.runtime.tty import TtySession
 from agent.state import AttemptRecord, AttemptStore, cap_log, current_boot_id, read_log_tail
 
@@ -180,6 +181,16 @@ class Runtime(ABC):
         """
         raise ExecError("unsupported", f"the {type(self).__name__} cannot open a terminal in an attempt")
 
+    async def exec_pipe(self, attempt_id: int, command: list[str]) -> PipeSession:
+        """Start ``command`` inside the running attempt ``attempt_id``'s containment, as :meth:`exec`
+        does, with pipes for its stdin, stdout and stderr, no terminal (``exec_pipe`` without
+        ``tty``: ``fairway exec -i``).
+
+        Raises:
+            ExecError: it could not start there (the runtime cannot, or the attempt does not run).
+        """
+        raise ExecError("unsupported", f"the {type(self).__name__} cannot pipe a command's input in an attempt")
+
     async def connect_port(self, attempt_id: int, port: int) -> socket.socket:
         """A TCP connection to ``port`` on 127.0.0.1 as the running attempt ``attempt_id`` sees it
         (its network, its owner's identity: ``fairway port-forward``).
@@ -201,28 +212,42 @@ class Runtime(ABC):
 
 PEER_UID_CHECK = r"""
 def peer_uid_problem(conn, family, address, port):
-    # brk62: on the host's shared network another uid's server may hold the port first (a squatter):
-    # the accepted end's uid, from /proc/net/tcp[6] (addresses as 32-bit words in the host's order)
-    def word(ip, v6):
-        b = socket.inet_pton(socket.AF_INET6 if v6 else socket.AF_INET, ip)
-        return "".join("%08X" % int.from_bytes(b[i:i + 4], sys.byteorder) for i in range(0, len(b), 4))
-    def ends(v6):
-        pairs = ((address, port), conn.getsockname()[:2])
-        if v6 and family == socket.AF_INET:
-            pairs = tuple(("::ffff:" + ip, p) for ip, p in pairs)
-        return tuple(f"{word(ip, v6)}:{p:04X}" for ip, p in pairs)
+    # brk62: on the host's shared network another uid's server may hold the port first (a squatter).
+    # pf63: whose is the listening socket that took the connection, from /proc/net/tcp[6] (addresses
+    # as 32-bit words in the host's order): the accepted end's row reads uid 0 once its server closed
+    # it (orphaned, time-wait: inode 0), so a server that answers and closes at once was refused
+    def at(ip, p):
+        b = socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)
+        return "".join("%08X" % int.from_bytes(b[i:i + 4], sys.byteorder) for i in range(0, len(b), 4)) + ":%04X" % p
+    tables = {}
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as table:
+                tables[name] = [w for w in map(str.split, table.read().splitlines()[1:]) if len(w) > 9]
+        except OSError:
+            tables[name] = []
+    # the kernel's order of lookup: a listener bound to the address first, then one bound to any;
+    # IPv4's table, then IPv6's (a v4-mapped address, a dual-stack socket's any)
+    if family == socket.AF_INET:
+        order = (("/proc/net/tcp", address), ("/proc/net/tcp", "0.0.0.0"),
+                 ("/proc/net/tcp6", "::ffff:" + address), ("/proc/net/tcp6", "::"))
+    else:
+        order = (("/proc/net/tcp6", address), ("/proc/net/tcp6", "::"))
     whose = set()
+    for name, ip in order:
+        if rows := [w for w in tables[name] if w[3] == "0A" and w[1] == at(ip, port)]:
+            whose = {int(w[7]) for w in rows}  # one socket, or a SO_REUSEPORT group: one uid
+            break
+    # the accepted end while its server holds it (the listener may be gone: nc -l takes one)
+    mine = conn.getsockname()[:2]
     for name, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
         if v6 or family == socket.AF_INET:
-            try:
-                with open(name) as table:
-                    rows = [w for w in map(str.split, table.read().splitlines()[1:]) if tuple(w[1:3]) == ends(v6)]
-                whose |= {int(w[7]) for w in rows}
-            except OSError:
-                pass
+            pre = "::ffff:" if v6 and family == socket.AF_INET else ""
+            ends = (at(pre + address, port), at(pre + mine[0], mine[1]))
+            whose |= {int(w[7]) for w in tables[name] if (w[1], w[2]) == ends and w[9] != "0"}
     if whose == {os.getuid()}:
         return ""
-    why = f"uid {min(whose)}" if whose else "its owner unknown"
+    why = f"uid {min(whose - {os.getuid()})}" if whose else "its owner unknown"
     return f"the server on it is another user's ({why}), not this workload's"
 """
 """The check, in a connection's helper (the process runtime's exec wrapper, the docker runtime's

@@ -63,6 +63,7 @@ from agent.runtime.isolation import (
     stop_then_kill_tree,
     v1_limit_cgroups,
 )
+from agent.runtime.pipe import PipeSession
 from agent.runtime.tty import TtySession, set_size
 from agent.state import (
     AttemptRecord,
@@ -1027,6 +1028,27 @@ class ProcessRuntime(StoredRuntime):
             session.finish()
             raise ExecError("failed", status.removeprefix(b"fail ").decode(errors="replace"))
         log.info("attempt %d: interactive exec %s started", attempt_id, command[:1])
+        return session
+
+    async def exec_pipe(self, attempt_id: int, command: list[str]) -> PipeSession:
+        """Start ``command`` in the running attempt ``attempt_id`` as :meth:`exec` does (the same
+        wrapper, cgroups, namespaces, identity, environment), with pipes for its stdin, stdout and
+        stderr, no terminal (:class:`agent.runtime.pipe.PipeSession`: ``fairway exec -i``)."""
+        proc, status_fd = await self._spawn_exec(
+            attempt_id, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        forget = asyncio.get_running_loop().create_task(proc.wait())  # as exec_tty's
+        forget.add_done_callback(lambda _task: self._forget_exec(attempt_id, proc.pid))
+        self._exec_waits.add(forget)
+        forget.add_done_callback(self._exec_waits.discard)
+        status = await asyncio.to_thread(_read_status, status_fd)
+        session = PipeSession(proc, stop_then_kill_tree)
+        if status.startswith(b"fail "):
+            await session.close()
+            await proc.wait()
+            session.finish()
+            raise ExecError("failed", status.removeprefix(b"fail ").decode(errors="replace"))
+        log.info("attempt %d: piped exec %s started", attempt_id, command[:1])
         return session
 
     async def connect_port(self, attempt_id: int, port: int) -> socket.socket:

@@ -54,6 +54,8 @@ class TtySession:
         self._pending = bytearray()
         self._writing = False
         self._closed = False
+        self._queued = self._done = 0  # bytes of input queued, written, ever
+        self._waiting: list[tuple[int, int, Callable[[int], None]]] = []  # (end, size, written) not yet written
         os.set_blocking(master, False)
 
     async def read(self) -> bytes:
@@ -78,8 +80,17 @@ class TtySession:
                     loop.remove_reader(self.master)
         return b""
 
-    def write(self, data: bytes) -> None:
-        """Queue ``data`` for the command's terminal (written as it reads).
+    async def read_stream(self) -> tuple[str, bytes]:
+        """:meth:`read` as a stream's (``exec_pipe``'s ``exec_data``): a terminal has one, ``stdout``."""
+        return "stdout", await self.read()
+
+    def close_stdin(self) -> None:
+        """The end of the input (``exec_data`` ``eof``): a terminal's is its end-of-file character."""
+        self.write(b"\x04")
+
+    def write(self, data: bytes, written: Callable[[int], None] | None = None) -> None:
+        """Queue ``data`` for the command's terminal (written as it reads; ``written``: told its
+        length once all of it is, as a pipe's input is acknowledged).
 
         Raises:
             InputOverflow: more than :data:`TTY_MAX_PENDING_INPUT` bytes wait.
@@ -89,6 +100,9 @@ class TtySession:
         if len(self._pending) + len(data) > TTY_MAX_PENDING_INPUT:
             raise InputOverflow(f"more than {TTY_MAX_PENDING_INPUT} bytes of input the command does not read")
         self._pending += data
+        if written is not None:
+            self._waiting.append((self._queued + len(data), len(data), written))
+        self._queued += len(data)
         self._flush()
 
     def _flush(self) -> None:
@@ -102,6 +116,10 @@ class TtySession:
                 self._pending.clear()
                 break
             del self._pending[:n]
+            self._done += n
+            while self._waiting and self._waiting[0][0] <= self._done:
+                _end, size, written = self._waiting.pop(0)
+                written(size)
         want = bool(self._pending) and not self._closed
         if want and not self._writing:
             loop.add_writer(self.master, self._flush)

@@ -18,7 +18,7 @@ from scheduler.models import Attempt, Host
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
 from tests.api.test_exec_api import agent_answers, running, url
-from tests.api.test_exec_session import _fake_agent, _refused, _run, first_frame, token_of
+from tests.api.test_exec_session import _fake_agent, _refused, _run, _take, first_frame, token_of
 
 __all__ = ["agent_answers", "running"]  # fixtures, used by name
 
@@ -34,7 +34,7 @@ async def _started(
     assert (await comm.connect())[0]
     await comm.send_to(text_data=json.dumps(frame))
     opened = await asyncio.wait_for(layer.receive(agent), 10)
-    await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": ref})
+    await _take(layer, opened["reply_to"], opened, agent, ref)
     assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
     return comm, opened["reply_to"]
 
@@ -103,8 +103,8 @@ def test_an_interactive_session_opens_on_the_host_of_the_rank_asked(gang, resear
         assert (await comm.connect())[0]
         await comm.send_to(text_data=json.dumps(first_frame(w, rank=1)))
         opened = await asyncio.wait_for(layer.receive(agent), 10)
-        assert (opened["type"], opened["attempt_id"]) == ("exec.tty.open", attempt.wire_id)
-        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 3})
+        assert (opened["type"], opened["attempt_id"]) == ("exec.pipe.open", attempt.wire_id)
+        await _take(layer, opened["reply_to"], opened, agent, 3)
         started = json.loads(await comm.receive_from(timeout=10))
         assert started == {"type": "started", "attempt": 1, "host": second.name}
         await comm.disconnect()
@@ -141,7 +141,7 @@ def test_a_web_process_holds_a_bounded_number_of_sessions(running, researcher, s
         again = WebsocketCommunicator(application, "/ws/exec/", headers=[(b"authorization", f"Token {token}".encode())])
         assert (await again.connect())[0]
         await again.send_to(text_data=json.dumps(first_frame(w)))
-        assert (await asyncio.wait_for(layer.receive(agent), 10))["type"] == "exec.tty.open"
+        assert (await asyncio.wait_for(layer.receive(agent), 10))["type"] == "exec.pipe.open"
         await again.disconnect()
 
     _run(run())

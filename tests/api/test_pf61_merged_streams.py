@@ -17,7 +17,7 @@ from config.asgi import application
 from fairway_cli.portforward import Forward
 from scheduler import exec_session
 from scheduler.port_forward import PortForwardConsumer
-from tests.api.test_exec_session import _fake_agent, _run, first_frame, running, token_of
+from tests.api.test_exec_session import _fake_agent, _run, _take, first_frame, running, token_of
 from tests.api.test_exl61_exec import gang
 
 __all__ = ["gang", "running"]  # fixtures, used by name
@@ -88,7 +88,7 @@ def test_forwarded_connections_and_sessions_count_together_in_the_cap(running, r
         assert (await comm.connect())[0]
         await comm.send_to(text_data=json.dumps(first_frame(w)))
         opened = await asyncio.wait_for(layer.receive(agent), 10)
-        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 3})
+        await _take(layer, opened["reply_to"], opened, agent, 3)
         assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
         frame, code = await _answered(token, {"workload": w.pk, "port": 6006})
         assert (frame["code"], code) == ("exec_busy", 4429), frame

@@ -83,7 +83,7 @@ def test_exec_refusals_and_the_check_only_frame(running, researcher, submit_kwar
     )
     monkeypatch.setattr(ExecRateThrottle, "allow_request", lambda self, request, view: False)
     monkeypatch.setattr(ExecRateThrottle, "wait", lambda self: 30.0)
-    assert _run(_answer(token, {"workload": w.pk, "port": 6006}))[0]["code"] == "throttled"
+    assert _run(_answer(token, {"workload": w.pk, "port": 6006, "check": True}))[0]["code"] == "throttled"
 
 
 def test_bytes_are_relayed_both_ways_within_the_windows(running, researcher) -> None:
@@ -204,3 +204,31 @@ def test_the_agents_refusals_in_the_apis_words(running, researcher, error, code,
     frame, closed = _run(run())
     assert (frame["code"], closed) == (code, 4409)
     assert words.format(pk=w.pk) in frame["message"], frame
+
+
+def test_a_forward_counts_once_in_the_exec_throttle_not_each_connection(running, researcher, monkeypatch) -> None:
+    """pf63 (decision, docs/jobs.md): a browser opens a few connections per page and keeps opening
+    them; each counted in ``FAIRWAY_THROTTLE_EXEC`` (30 a minute), TensorBoard's page stopped
+    loading within a minute. A ``fairway port-forward`` run counts once, by the check it sends
+    before it listens; its connections count in ``FAIRWAY_EXEC_MAX_SESSIONS`` (at once) only."""
+    w, _attempt = running
+    token = token_of(researcher)
+    asked: list[bool] = []
+    monkeypatch.setattr(ExecRateThrottle, "allow_request", lambda self, request, view: asked.append(True) or False)
+    monkeypatch.setattr(ExecRateThrottle, "wait", lambda self: 30.0)
+    frame, code = _run(_answer(token, {"workload": w.pk, "port": 6006, "check": True}))
+    assert (frame["code"], code, len(asked)) == ("throttled", 4429, 1)
+
+    async def connection() -> str:
+        layer, agent = await _fake_agent(running[1].host_id)
+        comm = WebsocketCommunicator(
+            application, "/ws/port-forward/", headers=[(b"authorization", f"Token {token}".encode())]
+        )
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=json.dumps({"workload": w.pk, "port": 6006}))
+        opened = await layer.receive(agent)  # asked of the agent: not throttled
+        await comm.disconnect()
+        return str(opened["type"])
+
+    assert _run(connection()) == "port.open"
+    assert len(asked) == 1

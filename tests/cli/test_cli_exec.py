@@ -68,14 +68,13 @@ def test_exec_refusals(monkeypatch, researcher, teammate, running, agent):
     assert agent["asked"] == []
 
 
-def test_an_interactive_session_needs_both_flags_and_a_terminal(monkeypatch, researcher, running, agent):
+def test_a_terminal_session_needs_both_flags_and_a_terminal(monkeypatch, researcher, running, agent):
     # (the session itself, on a terminal: tests/e2e/test_exec_tty_e2e.py)
     wid = str(running.pk)
-    assert "-i without -t" in run_cli(monkeypatch, researcher, "exec", "-i", wid, "--", "bash", expect=EXIT_USAGE)
     assert "-i and -t" in run_cli(monkeypatch, researcher, "exec", "-t", wid, "--", "bash", expect=EXIT_USAGE)
     assert "--json" in run_cli(monkeypatch, researcher, "exec", "-it", "--json", wid, "--", "bash", expect=EXIT_USAGE)
     err = run_cli(monkeypatch, researcher, "exec", "-it", wid, "--", "bash", expect=EXIT_USAGE)
-    assert "needs a terminal" in err  # the test's stdin is not one
+    assert "needs a terminal" in err and "-i alone pipes it" in err  # the test's stdin is not one
     assert agent["asked"] == []
 
 

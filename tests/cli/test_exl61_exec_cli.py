@@ -1,5 +1,5 @@
 """exl61: ``fairway exec``'s leftovers in the CLI: ``--rank`` (one-shot and -it), the -it refusals
-in the one-shot's wording (``(code)`` at the end), ``-i`` without ``-t`` refused saying why."""
+in the one-shot's wording (``(code)`` at the end), ``-i`` without ``-t`` (pf63: piped, no longer refused)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fairway_cli.cli import EXIT_API, EXIT_USAGE
+from fairway_cli.cli import EXIT_API
 from scheduler import gateway, lifecycle
 from scheduler.models import Attempt, Host
 from scheduler.services import do_submit_workload
@@ -82,9 +82,20 @@ def test_an_interactive_session_asks_for_the_rank(monkeypatch, researcher, gang)
     assert err.rstrip().endswith("as many as it may. (exec_busy)"), err
 
 
-def test_stdin_without_a_terminal_is_refused_saying_why(monkeypatch, researcher, gang, asked) -> None:
+def test_stdin_without_a_terminal_is_piped(monkeypatch, researcher, gang, asked) -> None:
+    """exl61 refused ``-i`` without ``-t``; pf63 pipes stdin to the command (kubectl's ``exec -i``):
+    the session's first frame asks for no terminal (the whole path: tests/e2e/test_pf63_exec_bytes_e2e.py)."""
+    from fairway_cli import session
+
     w, _hosts = gang
-    err = run_cli(monkeypatch, researcher, "exec", "-i", str(w.pk), "--", "tar", "x", expect=EXIT_USAGE)
-    assert "-i without -t" in err and "not supported" in err and "fairway exec -it" in err, err
-    assert "docs/jobs.md" in err
+    firsts: list[dict[str, Any]] = []
+
+    def refuse(_server: str, _token: str, _agent: str, first: dict[str, Any], *_a: Any, **_k: Any) -> Any:
+        firsts.append(first)
+        raise session.SessionRefused("agent_too_old", "The agent of host a100-1 must be upgraded.")
+
+    monkeypatch.setattr(session, "open_session", refuse)
+    err = run_cli(monkeypatch, researcher, "exec", "-i", str(w.pk), "--", "tar", "x", expect=EXIT_API)
+    assert firsts == [{"workload": w.pk, "attempt": None, "command": ["tar", "x"], "tty": False}]
+    assert err.rstrip().endswith("must be upgraded. (agent_too_old)"), err
     assert asked == []
