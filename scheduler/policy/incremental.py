@@ -14,7 +14,7 @@ from operator import attrgetter
 
 import scheduler.policy.contract as contract
 import scheduler.policy.room_index as room_index
-import scheduler.policy.victims as victims
+import scheduler.policy.victim_hosts as victim_hosts
 from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
@@ -144,7 +144,7 @@ class IncrementalScheduler:
         if pass_loads(snap, tree, standing.noms, pending, standing.book) != fresh_loads:
             diff.append("loads")
         diff.extend(room_index_differences(standing, tree, fresh_loads[1], pending.values()))
-        diff.extend(victims.kept_rows_differences(standing))
+        diff.extend(victim_hosts.kept_rows_differences(standing))
         if self._hosts.of(standing) != summary_of(standing):
             diff.append("screen summary")
         if diff:

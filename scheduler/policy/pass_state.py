@@ -57,7 +57,8 @@ class PassState:
             loads = pass_loads(snap, self.tree, self.noms, self.pending)
         self.usage = loads[0]
         self.load: dict[str, int] = dict(loads[1])  # changed by the pass's own starts and stops
-        self.total_gpus = sum(h.size for h in snap.hosts)
+        total = self.standing.total_gpus  # the standing's hosts are the snapshot's (Standing.fits)
+        self.total_gpus = total if total is not None else sum(h.size for h in snap.hosts)
         self.dec = Decisions()
         self.memo = Memo()
         self.reserved: dict[str, tuple[str, int]] = {}  # host -> (workload, reserved start)

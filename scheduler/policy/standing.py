@@ -61,6 +61,8 @@ class Standing:
     preempt_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int], int, set[str]]] | None = None
     """(:meth:`_caches`; None in a standing pickled before it was kept: ``screen_rooms.preempt_rooms``
     starts it.)"""
+    total_gpus: int | None = None
+    """The hosts' GPUs (``__init__``; None in a standing pickled before: ``PassState`` sums them)."""
     draining_hosts: tuple[str, ...] | None = None
     """The draining hosts' names (set in ``__init__``; None in a standing pickled before it was
     kept: ``screen_summary.drain_acts`` then walks every host)."""
@@ -74,6 +76,7 @@ class Standing:
             pending = {w.id: w for w in snap.pending}
         self.now = snap.now
         self.hosts: tuple[Host, ...] = tuple(snap.hosts)
+        self.total_gpus = sum(h.size for h in self.hosts)  # fixed while the hosts are (fits)
         self.noms: dict[str, tuple[GpuRef, ...]] = nominations_of(snap, pending)
         self.state = ClusterState(list(snap.hosts), list(snap.attempts), self.noms, snap.now)
         self.hosts_by_model: dict[str, list[HostView]] = {}
@@ -239,11 +242,12 @@ class Standing:
 
     # ------------------------------------------------------------------ sync
     def fits(self, snap: Snapshot) -> bool:
-        """True when :meth:`sync` can take this standing to ``snap`` (same hosts, time not going back)."""
+        """True when :meth:`sync` can take this standing to ``snap`` (same hosts, time not going back;
+        the very tuple it was built from, e.g. the forward simulation's, without a walk)."""
         hosts = snap.hosts
         if snap.now < self.now or len(hosts) != len(self.hosts) or snap.window != self.window:
             return False
-        return all(a is b for a, b in zip(hosts, self.hosts, strict=True))
+        return hosts is self.hosts or all(a is b for a, b in zip(hosts, self.hosts, strict=True))
 
     def sync(self, snap: Snapshot, pending: dict[str, Workload]) -> None:
         """Bring the standing to ``snap`` (see the module docstring); requires :meth:`fits`.

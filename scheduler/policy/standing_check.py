@@ -16,6 +16,8 @@ def standing_differences(kept: Standing, fresh: Standing) -> list[str]:
         out.append("noms")
     if (kept.draining, sorted(kept.sick), kept.drains) != (fresh.draining, sorted(fresh.sick), fresh.drains):
         out.append("draining or sick hosts")  # read by the screen and by Pass._faults_and_drains
+    if kept.total_gpus != fresh.total_gpus:
+        out.append(f"total GPUs {kept.total_gpus} != {fresh.total_gpus}")
     return out + aggregate_differences(kept, fresh)
 
 

@@ -11,10 +11,6 @@ holds). A gang: sets of whole hosts holding only NOW work, exact up to
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator
-from fractions import Fraction
-
 import scheduler.policy.contract as contract
 import scheduler.policy.resources as resources
 from scheduler.policy.contract import NOW, KeyContext
@@ -25,6 +21,7 @@ from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import KEPT_LIMIT, AttemptView, ClusterState, HostView
 from scheduler.policy.types import Workload
+from scheduler.policy.victim_hosts import candidate_hosts, host_rows
 
 Counts = tuple[int, int, int]
 """A set's (allocated GPUs, GPUs, victims): criteria 1–3 while :func:`contract.counts_lead`."""
@@ -52,12 +49,12 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
     ctx = ps.key_context(w)
     if names is not None and _most_room(ps, ctx, w, allowed, names) < w.gpus:
         # no host holds enough GPUs free, unallocated or of allowed budgets' unprotected work
-        if ps.check and next(_candidate_hosts(ps, ctx, w, allowed, names), None) is not None:
+        if ps.check and next(candidate_hosts(ps, ctx, w, allowed, names), None) is not None:
             raise AssertionError(f"kept victim room for {w.id} at {ps.now} ruled out a candidate host")
         return None
     best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
     counts: Counts | None = None  # the best set's leading counts, while contract.counts_lead
-    for bound, hv in _candidate_hosts(ps, ctx, w, allowed, names):
+    for bound, hv in candidate_hosts(ps, ctx, w, allowed, names):
         if best is not None and bound > best[0]:
             break  # no set on this host or a later one beats the best (contract.key_bound)
         if not ps.host_allowed(w, hv.name):
@@ -72,61 +69,8 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
     return take_victims(ps, w, best[1], best[2])
 
 
-def _candidate_hosts(
-    ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str], names: set[str] | None
-) -> Iterator[tuple[tuple[object, ...], HostView]]:
-    """Hosts that may hold a victim set with a lower bound of its key (:func:`_host_bound`),
-    ascending, lazily (a heap: the scan usually stops after a few); a host without a victim
-    holds no set.
-
-    With the counts leading and no unallocated-only set anywhere (the reclaim index found none),
-    every candidate set holds an allocated victim rule 2 allows now: only hosts holding one,
-    ``names`` (:func:`_victim_host_names`; None: every host of the model)."""
-    if not w.allocated:
-        return  # nothing is a victim of unallocated work (contract.victim_class)
-    st = ps.state
-    if names is not None:
-        views = [st.hosts[name] for name in names]
-    else:
-        views = list(ps.standing.hosts_by_model.get(w.model, ()))
-    # For allocated w the budgets of class NOW (contract.budget_class) are exactly ``allowed``.
-    n = w.gpus
-    kept: list[tuple[HostView, Rows]] = []
-    present: set[str] = set()  # allowed budgets with unprotected work on a kept host
-    for hv in views:
-        if not hv.active or hv.model != w.model:
-            continue
-        rows = _rows(ps, ctx, hv)
-        # free GPUs and every victim's GPUs there: short of n, no set (the full check's sum)
-        room = len(hv.free) + hv.unalloc
-        mine = [v for v in rows[1] if v in allowed]
-        for v in mine:
-            room += rows[1][v][1]
-        if room < n:
-            continue
-        kept.append((hv, rows))
-        present.update(mine)
-    # The heap orders hosts by the bound with each side entry replaced by its rank among the
-    # entries of the kept hosts' budgets: the same order, with integers to compare instead of
-    # fractions (only the budgets present are read: rule 2 may allow many).
-    entry = {v: contract.allocated_side(ctx, v) for v in sorted(present)}
-    by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
-    rank = {e: i for i, e in enumerate(by_rank)}
-    budget_rank = {v: rank[e] for v, e in entry.items()}
-    heap = []
-    for hv, rows in kept:
-        least = _host_bound(w, hv, rows, budget_rank)
-        if least is not None:
-            heap.append((contract.key_bound(least), hv.name, least, hv))
-    heapq.heapify(heap)
-    while heap:
-        _, _, least, hv = heapq.heappop(heap)
-        assert least.side is not None  # noqa: S101 (_host_bound sets it)
-        yield contract.key_bound(least._replace(side=by_rank[int(least.side[1])])), hv
-
-
 def _most_room(ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str], names: set[str]) -> int:
-    """The most GPUs :func:`_candidate_hosts` counts on one host of ``w``'s model holding
+    """The most GPUs :func:`~scheduler.policy.victim_hosts.candidate_hosts` counts on one host of ``w``'s model holding
     unprotected work of an ``allowed`` budget (free GPUs, unallocated work and that work; -1:
     no such host; ``names``: the hosts holding such work, :func:`_victim_host_names`): below
     ``w.gpus``, it yields no host. Kept between passes per (model,
@@ -160,7 +104,7 @@ def _room_of(ps: PassState, ctx: KeyContext, hv: HostView, allowed: frozenset[st
     on = ps.standing.victim_hosts
     if not hv.active or not any(hv.name in on.get(v, ()) for v in allowed):
         return -1
-    per = _rows(ps, ctx, hv)[1]
+    per = host_rows(ps, ctx, hv)[1]
     return len(hv.free) + hv.unalloc + sum(g for v, (_, g) in per.items() if v in allowed)
 
 
@@ -179,90 +123,6 @@ def _victim_host_names(standing: Standing, allowed: frozenset[str]) -> set[str]:
             if where and v in allowed:
                 names.update(where)
     return names
-
-
-Rows = tuple[int | None, dict[str, tuple[int, int]]]
-"""A host's possible victims for any preemptor: the least :func:`contract.start_entry` (the
-latest start) of its unallocated work (None: none), and per budget of its unprotected
-allocated work with their GPUs there (no entry: none); attempts not leaving, with healthy GPUs
-there."""
-
-
-def _rows(ps: PassState, ctx: KeyContext, hv: HostView) -> Rows:
-    """The host's :data:`Rows`, kept between passes (``Standing.victim_rows``) while the host's
-    version stands (every change of its GPUs, work, nominations or protections bumps it) and,
-    when a starting attempt's entry read the instant, while the instant stands
-    (:func:`kept_rows_differences` checks them)."""
-    name = hv.name
-    version = ps.state.version.get(name, 0)
-    kept = ps.standing.victim_rows.get(name)
-    if kept is not None and kept[0] == version and (kept[1] is None or kept[1] == ctx.now):
-        return kept[2]  # type: ignore[return-value]
-    rows, reads_now = fresh_rows(ps.state, ctx, hv)
-    ps.standing.victim_rows[name] = (version, ctx.now if reads_now else None, rows)
-    return rows
-
-
-def fresh_rows(st: ClusterState, ctx: KeyContext, hv: HostView) -> tuple[Rows, bool]:
-    """The host's :data:`Rows` from its attempts, and whether they read the instant."""
-    name = hv.name
-    attempts = st.attempts
-    unalloc: int | None = None
-    per: dict[str, tuple[int, int]] = {}
-    reads_now = False
-    for aid in hv.attempts:
-        av = attempts[aid]
-        got = av.on_host.get(name, 0)
-        if av.stopping or got <= 0:
-            continue
-        a = av.attempt
-        reads_now = reads_now or a.started_at is None
-        s = contract.start_entry(ctx, av)
-        if not a.allocated:
-            unalloc = s if unalloc is None or s < unalloc else unalloc
-        elif not av.protected:
-            old = per.get(a.budget)
-            per[a.budget] = (s, got) if old is None else (min(s, old[0]), old[1] + got)
-    return (unalloc, per), reads_now
-
-
-def kept_rows_differences(standing: Standing) -> list[str]:
-    """Hosts whose kept victim rows, still valid by their version and instant, differ from fresh
-    ones (tests: ``IncrementalScheduler(check=True)`` after every sync)."""
-    st = standing.state
-    ctx = KeyContext(lambda v: Fraction(0), lambda h: "", st.now)
-    out = []
-    for name, (version, now, rows) in standing.victim_rows.items():
-        if version == st.version.get(name, 0) and now in (None, st.now):
-            fresh = fresh_rows(st, ctx, st.hosts[name])[0]
-            if fresh != rows:
-                out.append(f"victim rows of {name}: {rows} != {fresh}")
-    return out
-
-
-def _host_bound(w: Workload, hv: HostView, rows: Rows, budget_rank: dict[str, int]) -> contract.SetBound | None:
-    """What bounds the victim sets on ``hv`` for allocated ``w`` (:func:`contract.key_bound`),
-    with the side entry given by its rank (``(0, rank)``), or None when the host holds no victim
-    (class NOW, :func:`contract.victim_class`): GPUs still missing after free and unallocated
-    GPUs (allocated GPUs), after free GPUs (GPUs), the least side entry and the latest start of
-    a victim. Unallocated work is a victim of every allocated workload (rank 0, the least
-    entry); unprotected allocated work is one when its budget's class is NOW (``budget_rank``
-    holds those budgets)."""
-    unalloc, per = rows
-    side = None if unalloc is None else 0
-    start = unalloc
-    for v, (s, _) in per.items():
-        r = budget_rank.get(v)
-        if r is None:
-            continue
-        if side is None or r < side:
-            side = r
-        if start is None or s < start:
-            start = s
-    if side is None:
-        return None
-    n, f = w.gpus, len(hv.free)
-    return contract.SetBound(hv.name, max(0, n - f - hv.unalloc), n - f, (0, side), start)
 
 
 def _best_on_host(

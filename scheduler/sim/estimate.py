@@ -398,19 +398,20 @@ class _Lists:
     workloads; an instant's hosts rarely change): a list is never changed once built, only
     dropped (None), so snapshots that hold it keep what they were given. A pass's views
     (:class:`PendingView`, ``AttemptsView``) copy it at C speed (a plain list) instead of
-    walking the dict."""
+    walking the dict. The hosts are a tuple: the policy's standing, built from it, keeps that
+    very tuple and knows the next snapshot's hosts the same without a walk (``Standing.fits``)."""
 
     __slots__ = ("hosts", "attempts", "pending")
 
     def __init__(self) -> None:
-        self.hosts: list[Host] | None = None
+        self.hosts: tuple[Host, ...] | None = None
         self.attempts: list[Attempt] | None = None
         self.pending: list[Workload] | None = None
 
-    def of_hosts(self, hosts: Mapping[str, Host]) -> list[Host]:
+    def of_hosts(self, hosts: Mapping[str, Host]) -> tuple[Host, ...]:
         got = self.hosts
         if got is None:
-            got = self.hosts = list(hosts.values())
+            got = self.hosts = tuple(hosts.values())
         return got
 
     def of_attempts(self, attempts: Mapping[str, Attempt]) -> list[Attempt]:

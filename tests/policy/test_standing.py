@@ -73,3 +73,28 @@ def test_the_pass_own_attempt_kept_in_the_next_snapshot() -> None:
     started = schedule(s1).starts[0]
     own = Attempt("new:W", "W", "a", started.gpus, True, w.min_runtime, None)
     same_decisions([s1, snap(hosts, budgets, [other, own], [], now=T0 + 5)])
+
+
+def test_fits_reads_the_hosts_tuple_it_was_built_from_as_the_walk_does() -> None:
+    """``Standing.fits`` (est63): hosts handed as the very tuple the standing was built from are
+    its hosts without the walk; any other sequence is walked (the same objects, in order), and
+    ``total_gpus`` is the hosts' GPUs, as ``PassState`` summed them."""
+    from scheduler.policy.pass_state import PassState
+    from scheduler.policy.standing import Standing
+
+    hosts = (host("h", 4), host("k", 2), host("m", 8))
+    base = replace(snap(list(hosts), tree("a", "b"), [], [pending("W", "a", 1)]), hosts=hosts)
+    standing = Standing(base)
+    assert standing.hosts is hosts and standing.total_gpus == 14 == PassState(base).total_gpus
+
+    def walk(s: Snapshot) -> bool:
+        return len(s.hosts) == len(standing.hosts) and all(a is b for a, b in zip(s.hosts, standing.hosts, strict=True))
+
+    later = T0 + 60
+    for other in (hosts, list(hosts), tuple(hosts), (hosts[0], hosts[2], hosts[1]), (*hosts[:2], host("m", 8))):
+        s = replace(base, hosts=other, now=later)
+        assert standing.fits(s) == walk(s), other
+    assert not standing.fits(replace(base, hosts=hosts, now=T0 - 1))  # time going back
+    old = Standing(base)
+    del old.total_gpus  # a standing pickled before it was kept reads the class's None
+    assert PassState(base, standing=old).total_gpus == 14

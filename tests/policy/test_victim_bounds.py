@@ -5,6 +5,11 @@
   is a candidate, the candidates come in ascending bound order, and every inclusion-minimal
   sufficient set there (plain enumeration over ``contract.victim_class``) has a key at least
   its host's bound: so stopping at the first bound above the best key loses nothing.
+- ``victim_hosts.candidate_hosts`` (est63): one loop over the hosts with the heap ordered by
+  ``victim_hosts.bound_order``, against its plain reading ``candidate_hosts_walk`` (ranks among the
+  kept hosts' budgets, the heap by ``key_bound``), on the same passes and orders, every host of
+  the model and only the victim hosts; ``victim_hosts.bound_order`` against ``(key_bound, host)`` on random
+  bounds under random orders of the criteria, one dropped (hypothesis).
 - ``gang_victims.vacate_level``: the gang search's host levels, against the room index's full
   counts (``room_index.indexed_counts(...).worst()``).
 - The victim rows kept between passes are checked against fresh rows by
@@ -14,13 +19,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import scheduler.policy.gang_victims as gang_victims
+import scheduler.policy.victim_hosts as victim_hosts
 import scheduler.policy.victims as victims
 from scheduler.policy import Snapshot, contract, room_index
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.types import Workload
+from scheduler.policy.victim_hosts import candidate_hosts, candidate_hosts_walk
 from tests.policy.oracle_harness import crowded_snapshot
 from tests.policy.test_contract import ORDERS, random_snapshots
 
@@ -61,7 +70,7 @@ def test_the_key_bound_is_below_every_victim_set_of_its_host(order, monkeypatch)
                 continue
             allowed = ps.room_budgets(w)
             ctx = ps.key_context(w)
-            got = list(victims._candidate_hosts(ps, ctx, w, allowed, None))  # every host of the model
+            got = list(candidate_hosts(ps, ctx, w, allowed, None))  # every host of the model
             bounds = [b for b, _ in got]
             assert bounds == sorted(bounds)
             bound = {hv.name: b for b, hv in got}
@@ -75,6 +84,79 @@ def test_the_key_bound_is_below_every_victim_set_of_its_host(order, monkeypatch)
                     assert key >= bound[hv.name], (s, w.id, key, bound[hv.name])
                     checked += 1
     assert checked > 200  # not vacuous
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_candidate_hosts_come_as_their_walk_gives_them(order, monkeypatch):
+    """The one-loop host order equals the plain one (bounds and hosts, in order), for every host
+    of the model and for the victim hosts of the allowed budgets (the search's ``names``)."""
+    monkeypatch.setattr(contract, "CRITERIA", ORDERS[order])
+    compared = 0
+    for s in snapshots():
+        ps = PassState(s)
+        for w in s.pending:
+            if not w.allocated or ps.is_gang(w):
+                continue
+            allowed = ps.room_budgets(w)
+            ctx = ps.key_context(w)
+            for names in (None, victims._victim_host_names(ps.standing, allowed)):
+                fast = [(b, hv.name) for b, hv in candidate_hosts(ps, ctx, w, allowed, names)]
+                walk = [(b, hv.name) for b, hv in candidate_hosts_walk(ps, ctx, w, allowed, names)]
+                assert fast == walk, (s, w.id, names)
+                compared += len(walk)
+    assert compared > 500  # not vacuous
+
+
+def test_a_wrong_candidate_order_is_caught_under_check(monkeypatch):
+    """Under ``check`` the search compares the heap with the walk: a host order that differs
+    (the leading counts read backwards) is caught."""
+    monkeypatch.setattr(victim_hosts, "bound_order", lambda: lambda b: (-b[1], -b[2], b[0]))
+    caught = 0
+    for s in snapshots():
+        ps = PassState(s)
+        ps.check = True
+        for w in s.pending:
+            if not w.allocated or ps.is_gang(w):
+                continue
+            allowed = ps.room_budgets(w)
+            walk = list(candidate_hosts_walk(ps, ps.key_context(w), w, allowed, None))
+            if len({b[:2] for b, _ in walk}) < 2:
+                continue  # the backwards order may give the same hosts in the same order
+            with pytest.raises(AssertionError, match="candidate hosts"):
+                list(candidate_hosts(ps, ps.key_context(w), w, allowed, None))
+            caught += 1
+    assert caught > 20
+
+
+def _unbounded(*_: object) -> int:
+    """A criterion :func:`contract.key_bound` knows no bound of (it stops there)."""
+    return 0
+
+
+BOUNDS = st.builds(
+    contract.SetBound,
+    st.sampled_from(["h1", "h2", "h10", "a"]),
+    st.integers(0, 4),
+    st.integers(-2, 4),
+    st.tuples(st.just(0), st.integers(0, 3)),
+    st.integers(-5, 0),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(BOUNDS, min_size=2, max_size=8), st.permutations(range(len(contract.CRITERIA))), st.integers(0, 8))
+def test_bound_order_sorts_as_the_key_bound_and_host(bounds, perm, cut):
+    """Under any order of the criteria, the first ``cut`` of them (a criterion with no bound
+    after: key_bound stops there), ``victim_hosts.bound_order`` sorts as ``(key_bound, host)``."""
+    orig = contract.CRITERIA
+    criteria = tuple(orig[i] for i in perm)[:cut] + (_unbounded,) + tuple(orig[i] for i in perm)[cut:]
+    try:
+        contract.CRITERIA = criteria  # type: ignore[misc] (monkeypatch is function-scoped)
+        fast = sorted(bounds, key=victim_hosts.bound_order())
+        plain = sorted(bounds, key=lambda b: (contract.key_bound(b), b.host))
+    finally:
+        contract.CRITERIA = orig  # type: ignore[misc]
+    assert [(contract.key_bound(b), b.host) for b in fast] == [(contract.key_bound(b), b.host) for b in plain]
 
 
 def test_vacate_level_is_the_indexed_level():
