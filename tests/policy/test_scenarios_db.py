@@ -90,22 +90,37 @@ def _assert_same(db: list[str], memory: list[str]) -> None:
     )
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_scenario_passes_on_db_backend_like_memory(path: Path, transactional_db: None) -> None:
-    result = _play_db(path)
-    assert result.ok, "\n".join(result.lines)
-    # Step by step the same starts (hosts and GPU indices), preemptions, pending reasons with
-    # their numbers, and reservations as the memory backend.
-    memory = run_scenario(str(path), MemoryBackend(), verbose=True)
-    plain = "restart:" not in path.read_text()
-    _assert_same(_canonical(result.lines, restarts=plain), _canonical(memory.lines, restarts=plain))
+TICKING = ("tick", "advance", "at")
+"""The steps that run the scheduler: only after them is the last pass's reservation news."""
+
+
+def _steps_as_played(lines: list[str]) -> list[str]:
+    """A restarted run's lines as a plain run prints them: each ``restart`` step's block (its
+    head and state lines) left out, and the ``reserved`` line kept only after a step that ran the
+    scheduler (after any other step both backends print the last pass's reservations again, which
+    a restart forgets on the database side: the backend keeps them in memory, not in the database,
+    and the line after the last ticking step already compared them)."""
+    out: list[str] = []
+    kind = ""
+    for line in lines:
+        if line.startswith("["):
+            kind = line.split("] ", 1)[1].split(":", 1)[0]
+        if kind == "restart" or (kind not in TICKING and line.startswith("  reserved ")):
+            continue
+        out.append(line)
+    return out
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_scenario_passes_on_db_backend_restarted_before_every_step(
+def test_scenario_passes_on_db_backend_like_memory_restarted_before_every_step(
     path: Path, tmp_path: Path, transactional_db: None
 ) -> None:
-    """A restart before every step changes nothing: the scheduler's state is the database."""
+    """The scenario passes on the database backend, restarted before every step (the scheduler's
+    state is the database: a restart changes nothing), and decides step by step what the memory
+    backend decides without restarts: the same starts (hosts and GPU indices), preemptions, pending
+    reasons with their numbers, and reservations. (trim63: one database run per scenario; a second,
+    unrestarted run compared a subset of these lines: the same decisions, reasons and reservations.)"""
+    assert "restart:" not in path.read_text(), "a shared scenario with restarts: compare as restarts=False"
     doc = yaml.safe_load(path.read_text())
     doc["steps"] = [s for step in doc.get("steps") or [] for s in ({"restart": {}}, step)]
     variant = tmp_path / path.name
@@ -115,7 +130,8 @@ def test_scenario_passes_on_db_backend_restarted_before_every_step(
 
     assert result.ok, "\n".join(result.lines)
     memory = run_scenario(str(path), MemoryBackend(), verbose=True)
-    _assert_same(_canonical(result.lines, restarts=False), _canonical(memory.lines, restarts=False))
+    assert memory.ok, "\n".join(memory.lines)
+    _assert_same(_steps_as_played(_canonical(result.lines)), _steps_as_played(_canonical(memory.lines)))
 
 
 # Steps the shared scenarios do not use (grace, durations, cancel, exits, holds, budgets created
