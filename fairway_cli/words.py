@@ -406,3 +406,22 @@ def bulk_stopping_text(n: int, *, done: bool) -> str:
     if done:
         return f"({n} asked to stop: they end canceled once their GPUs are released)"
     return f"({n} started: they would be asked to stop, and end canceled once their GPUs are released)"
+
+
+def occupancy_words(busy: int, gpus: int) -> str:
+    """A cluster's GPUs held by attempts right now, as every surface says it (the dashboard, the
+    clusters and metrics pages, the API's ``occupancy_text``): ``7 of 8 GPUs occupied (88%)``
+    (words63: the three pages said it three ways)."""
+    return f"{busy} of {gpus} GPU{'s' if gpus != 1 else ''} occupied ({percent_text(busy / gpus if gpus else 0.0)})"
+
+
+def ordinal_text(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``, ``22nd``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def rank_words(rank: int | None, siblings: int) -> str:
+    """A budget's rank among its live siblings as the pages and ``fairway budgets``/``share`` show
+    it: ``3rd of 3``; "" for a root or a budget without a rank (words63: the CLI printed ``3/3``)."""
+    return f"{ordinal_text(rank)} of {siblings}" if rank else ""

@@ -1,5 +1,5 @@
 """Display helpers for Fairway's pages: durations, GPU-hours (the one wording of
-``fairway_cli.numbers``), percentages, ordinals. Ratios come as ``ratio_text`` from the server."""
+``fairway_cli.numbers``), percentages. Ratios come as ``ratio_text`` from the server."""
 
 from __future__ import annotations
 
@@ -83,16 +83,6 @@ def ratio_of(part: Any, whole: Any) -> float:
         return float(part) / float(whole) if float(whole) else 0.0
     except (TypeError, ValueError):
         return 0.0
-
-
-@register.filter
-def ordinal(value: Any) -> str:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        return ""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 @register.filter
