@@ -84,6 +84,7 @@ from fairway_cli.words import (
     silent_host_words,
     unknown_budget_text,
     utilization_words,
+    why_waits_text,
 )
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -932,9 +933,7 @@ def _pending_words(w: dict[str, Any]) -> str:
 def _why_short(w: dict[str, Any]) -> str:
     """:func:`_pending_words` and the estimated start: ``fairway ls``'s column, ``fairway wait``'s lines."""
     words = _pending_words(w)
-    if w.get("state") == "pending" and w.get("estimated_start"):
-        words += f"; by {when(w['estimated_start'])}"
-    return words
+    return why_waits_text(words, w.get("estimated_start")) if w.get("state") == "pending" else words
 
 
 UNFINISHED_STATES = "pending,starting,running,preempting"
@@ -2192,7 +2191,7 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(trees, out)
         return EXIT_OK
     for tree in trees:
-        out.write(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window_s'])}\n")
+        out.write(f"{tree['heading_text']}\n")
         table(
             tree["budgets"],
             [
@@ -2249,7 +2248,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(trees, out)
         return EXIT_OK
     for tree in trees:
-        out.write(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window_s'])} (GPU-hours)\n")
+        out.write(f"{tree['heading_text']}\n")
         table(
             tree["budgets"],
             [

@@ -33,6 +33,7 @@ from fairway_cli.words import (
     reason_words,
     short_words,
     side_label,
+    standing_heading_words,
 )
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
@@ -130,11 +131,19 @@ class ClusterStanding:
     at: datetime
     budgets: list[BudgetStanding] = field(default_factory=list)
 
+    @property
+    def heading_text(self) -> str:
+        """``default: 20 GPUs × 7d = 3,360 GPU-h per window``: the budgets page's heading and the
+        CLI's (:func:`fairway_cli.words.standing_heading_words`), the root's entitlement."""
+        entitled = self.budgets[0].entitlement_gpu_hours if self.budgets else 0.0
+        return standing_heading_words(self.cluster, self.gpus, self.window_s, entitled)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,
             "gpus": self.gpus,
             "window_s": self.window_s,
+            "heading_text": self.heading_text,
             "at": self.at,
             "budgets": [asdict(b) for b in self.budgets],  # the serializer lists the fields it shows
         }

@@ -158,5 +158,9 @@ class ClusterStandingSerializer(serializers.Serializer):
     cluster = serializers.CharField()
     gpus = serializers.IntegerField(help_text="registered GPUs of the cluster")
     window_s = serializers.IntegerField(help_text="lookback window W in seconds")
+    heading_text = serializers.CharField(
+        help_text="the standing's heading as the budgets page and the CLI write it: "
+        "`default: 20 GPUs × 7d = 3,360 GPU-h per window`"
+    )
     at = serializers.DateTimeField()
     budgets = BudgetStandingSerializer(many=True)

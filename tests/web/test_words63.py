@@ -80,3 +80,40 @@ def test_the_submit_list_leaves_out_a_parent_of_archived_work(
 
     do_cancel_workload(researcher, waiting)
     assert "nlp" in submit_budget_paths(manager)  # its own work once theirs ended, as submission says
+
+
+def test_a_pending_workloads_why_and_start_read_alike_in_ls_and_on_the_pages(
+    new_page, researcher, submit_kwargs, cluster, monkeypatch
+):
+    """The lists wrote "other budgets go first · by 14:05:09 UTC", ``fairway ls`` "…; by …"."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from fairway_cli.numbers import instant_text
+    from scheduler.models import Workload
+
+    waiting = do_submit_workload(researcher, **submit_kwargs(name="later", gpu_count=8))
+    start = (timezone.now() + timedelta(hours=2)).replace(microsecond=0)
+    Workload.objects.filter(pk=waiting.pk).update(pending_reason="fair_share", estimated_start=start)
+    line = f"other budgets go first · by {instant_text(start)}"
+    assert line in run_cli(monkeypatch, researcher, "ls")
+
+    page = new_page()
+    log_in(page, "researcher")
+    for url in ("/", "/workloads/"):
+        page.goto(url)
+        assert line in page.inner_text("body"), url
+
+
+def test_a_clusters_standing_heading_reads_alike_on_the_budgets_page_and_in_the_cli(
+    new_page, researcher, cluster, monkeypatch
+):
+    """The page wrote "20 GPUs × 7d = 3,360 GPU-hours per window", the CLI "20 GPUs, window 7d"."""
+    heading = "default: 20 GPUs × 7d = 3,360 GPU-h per window"
+    assert heading in run_cli(monkeypatch, researcher, "budgets")
+    assert heading in run_cli(monkeypatch, researcher, "share")
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto("/budgets/")
+    assert heading in " ".join(page.inner_text("body").split()), page.inner_text("h2")

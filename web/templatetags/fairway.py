@@ -11,7 +11,7 @@ from django import template
 from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
-from fairway_cli.words import drain_only, reason_words, silent_host_words
+from fairway_cli.words import drain_only, reason_words, silent_host_words, why_waits_text
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -128,6 +128,13 @@ def pending_words(workload: Any) -> str:
         workload.hold,
         drain_only(workload.pending_reason, detail),
     )
+
+
+@register.filter
+def why_waits(workload: Any) -> str:
+    """:func:`pending_words` and the estimated start, as ``fairway ls`` writes them
+    (:func:`fairway_cli.words.why_waits_text`)."""
+    return why_waits_text(pending_words(workload), workload.estimated_start)
 
 
 @register.filter
