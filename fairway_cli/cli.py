@@ -2248,7 +2248,8 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(trees, out)
         return EXIT_OK
     for tree in trees:
-        out.write(f"{tree['heading_text']}\n")
+        # the columns' unit, which the table's Slurm headers do not say
+        out.write(f"{tree['heading_text']} (RawUsage, Committed, Entitled: GPU-h)\n")
         table(
             tree["budgets"],
             [
