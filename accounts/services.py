@@ -13,7 +13,8 @@ from knox.models import AuthToken
 
 from accounts.models import ApiTokenInfo, Membership, User
 from budgets.models import Budget
-from budgets.services import ancestor_ids, load_tree, subtree_ids
+from budgets.rules import submission_problem
+from budgets.services import ancestor_ids, archived_children_work, load_tree, subtree_ids
 from config.errors import ServiceError
 from scheduler.gpu_text import invisible_problem
 
@@ -77,7 +78,9 @@ def submit_budget_paths(
     memberships: dict[int, str] | None = None,
     accessible: set[int] | None = None,
 ) -> list[str]:
-    """Paths, sorted, of the live leaf budgets ``user`` may submit to (a superuser: every one): the
+    """Paths, sorted, of the budgets ``user`` may submit to (a superuser: every one), by the rule a
+    submission is judged by (:func:`budgets.rules.submission_problem`: live leaves, not the parent
+    of archived sub-budgets with unfinished work): the
     one list of ``me/``'s ``submit_budgets``, the submit page's choices and the default of a
     submission that names no budget (``scheduler.services.do_submit_workload``: the only one).
     ``accessible``: :func:`accessible_budget_ids` already computed this request."""
@@ -87,7 +90,22 @@ def submit_budget_paths(
     else:
         allowed = accessible_budget_ids(user, tree, memberships) if accessible is None else accessible
     live_parents = {b.parent_id for b in tree.values() if b.archived_at is None}
-    return sorted(tree[b].path for b in allowed if b in tree and tree[b].archived_at is None and b not in live_parents)
+    with_archived_children = {b.parent_id for b in tree.values() if b.archived_at is not None}
+
+    def takes_work(b: Budget) -> bool:
+        # the submission's own rule (budgets.rules.submission_problem), with the same inputs: a
+        # parent of archived sub-budgets with unfinished work was offered, then refused (words63);
+        # the count (one query) only where it could decide: a live budget with no live sub-budget
+        # but an archived one
+        has_children, archived = b.id in live_parents, b.archived_at is not None
+        counted = b.id in with_archived_children and not (has_children or archived)
+        work = archived_children_work(b, tree) if counted else 0
+        return (
+            submission_problem(b.path, has_children=has_children, archived=archived, archived_children_work=work)
+            is None
+        )
+
+    return sorted(tree[b].path for b in allowed if b in tree and takes_work(tree[b]))
 
 
 def archived_budget_paths(

@@ -76,6 +76,7 @@ from fairway_cli.words import (
     in_flags,
     no_attempt_text,
     nothing_to_change_text,
+    rank_words,
     reason_words,
     resubmitted_as_text,
     resubmitted_from_text,
@@ -83,6 +84,7 @@ from fairway_cli.words import (
     silent_host_words,
     unknown_budget_text,
     utilization_words,
+    why_waits_text,
 )
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -931,9 +933,7 @@ def _pending_words(w: dict[str, Any]) -> str:
 def _why_short(w: dict[str, Any]) -> str:
     """:func:`_pending_words` and the estimated start: ``fairway ls``'s column, ``fairway wait``'s lines."""
     words = _pending_words(w)
-    if w.get("state") == "pending" and w.get("estimated_start"):
-        words += f"; by {when(w['estimated_start'])}"
-    return words
+    return why_waits_text(words, w.get("estimated_start")) if w.get("state") == "pending" else words
 
 
 UNFINISHED_STATES = "pending,starting,running,preempting"
@@ -2191,7 +2191,7 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(trees, out)
         return EXIT_OK
     for tree in trees:
-        out.write(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window_s'])}\n")
+        out.write(f"{tree['heading_text']}\n")
         table(
             tree["budgets"],
             [
@@ -2211,7 +2211,7 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("USED GPU-H", lambda b: gpu_hours_text(b["usage_gpu_hours"])),
                 ("COMMITTED GPU-H", lambda b: gpu_hours_text(b["committed_gpu_hours"])),
                 ("RATIO", ratio_cell),
-                ("RANK", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
+                ("RANK", lambda b: rank_words(b["rank"], b["siblings"])),
                 ("OWED GPU-H", lambda b: gpu_hours_text(b["owed_gpu_hours"])),
                 ("ATTAINMENT", attainment_cell),
                 ("RUNNING GPUS", lambda b: b["running_gpus"]),  # GPUs, as the page's "running GPUs"
@@ -2248,7 +2248,8 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(trees, out)
         return EXIT_OK
     for tree in trees:
-        out.write(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window_s'])} (GPU-hours)\n")
+        # the columns' unit, which the table's Slurm headers do not say
+        out.write(f"{tree['heading_text']} (RawUsage, Committed, Entitled: GPU-h)\n")
         table(
             tree["budgets"],
             [
@@ -2268,7 +2269,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("EffectvUsage", lambda b: f"{b['effective_usage']:.6f}" if "effective_usage" in b else ""),
                 ("Entitled", lambda b: f"{b['entitlement_gpu_hours']:.3f}"),
                 ("Ratio", ratio_cell),
-                ("Rank", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
+                ("Rank", lambda b: rank_words(b["rank"], b["siblings"])),
                 ("Attainment", attainment_cell),
             ],
             out,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fairway_cli.numbers import duration_text, gpu_time_text, instant_text, percent_text
+from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
 
 REASON_WORDS = {
     "unschedulable": "no host can ever fit it",
@@ -406,3 +406,37 @@ def bulk_stopping_text(n: int, *, done: bool) -> str:
     if done:
         return f"({n} asked to stop: they end canceled once their GPUs are released)"
     return f"({n} started: they would be asked to stop, and end canceled once their GPUs are released)"
+
+
+def occupancy_words(busy: int, gpus: int) -> str:
+    """A cluster's GPUs held by attempts right now, as every surface says it (the dashboard, the
+    clusters and metrics pages, the API's ``occupancy_text``): ``7 of 8 GPUs occupied (88%)``
+    (words63: the three pages said it three ways)."""
+    return f"{busy} of {gpus} GPU{'s' if gpus != 1 else ''} occupied ({percent_text(busy / gpus if gpus else 0.0)})"
+
+
+def ordinal_text(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``, ``22nd``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def rank_words(rank: int | None, siblings: int) -> str:
+    """A budget's rank among its live siblings as the pages and ``fairway budgets``/``share`` show
+    it: ``3rd of 3``; "" for a root or a budget without a rank (words63: the CLI printed ``3/3``)."""
+    return f"{ordinal_text(rank)} of {siblings}" if rank else ""
+
+
+def why_waits_text(reason: str, estimated_start: Any) -> str:
+    """A pending workload's reason and its estimated start, as the lists (dashboard, workloads
+    page) and ``fairway ls``/``wait`` write them: ``other budgets go first · by 14:05:09 UTC``
+    (words63: the CLI wrote ``…; by …``)."""
+    return f"{reason} · by {instant_text(estimated_start)}" if estimated_start else reason
+
+
+def standing_heading_words(cluster: str, gpus: int, window_s: int, entitled_gpu_hours: float) -> str:
+    """A cluster's standing as the budgets page and ``fairway budgets``/``share`` head it:
+    ``default: 20 GPUs × 7d = 3,360 GPU-h per window`` (the root's entitlement; words63: the page
+    wrote "GPU-hours per window", the CLI "20 GPUs, window 7d")."""
+    window = duration_text(window_s)
+    return f"{cluster}: {gpus} GPUs × {window} = {gpu_hours_text(entitled_gpu_hours)} GPU-h per window"

@@ -607,7 +607,11 @@ def _release_gang_part(
     its start to its last part's release (docs/policy.md, "A gang's parts exit")."""
     if host is None or not any(is_open and hid != host.pk for _g, hid, is_open in links):
         return False
-    AttemptGPU.objects.filter(attempt=attempt, open=True, gpu__host_id=host.pk).update(open=False)
+    # the part's GPU-time ends here in the pyramid, as the live count frees its GPUs now (words63)
+    released_at = max(ended_at, attempt.started_at or attempt.placed_at)
+    AttemptGPU.objects.filter(attempt=attempt, open=True, gpu__host_id=host.pk).update(
+        open=False, released_at=released_at
+    )
     # An exit of its own from before the stop decides, as a single attempt's does (_exit_reason): a
     # preemption issued while the report was on its way requeued a gang whose part had exited 0 (brk37).
     own_exit_first = (

@@ -554,6 +554,12 @@ class AttemptGPU(models.Model):
     gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="attempt_links", verbose_name="GPU")
     rank = models.PositiveIntegerField(default=0, help_text="node rank of a gang part")
     open = models.BooleanField(default=True)
+    released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="when a gang's part released this GPU before its attempt ended (its exit); "
+        "empty: held until the attempt's end",
+    )
 
     class Meta:
         constraints = [

@@ -5,7 +5,8 @@ For one cluster and one hour ``[h, h + 1 h)``, in GPU-seconds:
 - **registered**: every GPU of a host of the cluster, over the part of the hour between the host's
   ``created_at`` and its ``removed_at`` (GPUs have no registration time of their own).
 - **occupied**: the overlap of every attempt's interval ``[placed_at, ended_at or now)`` with the
-  hour, on each GPU it holds (``AttemptGPU``), capped per GPU at that GPU's registered seconds;
+  hour, on each GPU it holds (``AttemptGPU``; a gang's part released earlier: to its
+  ``released_at``, when the live count frees its GPUs), capped per GPU at that GPU's registered seconds;
   split into **allocated** (allocated and funded) and **unallocated** (unallocated or unfunded).
 - **utilized**: occupied GPU-seconds × NVML utilization, where it was measured. Per minute from
   the GPU time series (``GpuMinuteSample``: the minute's mean utilization × the occupied seconds
@@ -162,11 +163,20 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
     links = (
         AttemptGPU.objects.filter(gpu_id__in=list(registered), attempt__placed_at__lt=end)
         .filter(Q(attempt__ended_at__isnull=True) | Q(attempt__ended_at__gt=start))
-        .values_list("gpu_id", "attempt__placed_at", "attempt__ended_at", "attempt__allocated", "attempt__unfunded")
+        .values_list(
+            "gpu_id",
+            "attempt__placed_at",
+            "attempt__ended_at",
+            "released_at",
+            "attempt__allocated",
+            "attempt__unfunded",
+        )
     )
     intervals: dict[int, list[tuple[datetime, datetime, bool]]] = defaultdict(list)
-    for gid, placed, ended, allocated, unfunded in links.iterator():
-        a0, a1 = max(placed, start), min(ended or end, end)
+    for gid, placed, ended, released, allocated, unfunded in links.iterator():
+        # a gang's part released before its attempt ended holds its GPUs to its release, as the
+        # live count (``reports.occupancy``) frees them then (words63)
+        a0, a1 = max(placed, start), min(released or ended or end, end)
         if a1 > a0:
             intervals[gid].append((a0, a1, bool(allocated and not unfunded)))
     minutes = _minute_samples(list(intervals), start, end) if intervals else {}

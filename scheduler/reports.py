@@ -28,9 +28,12 @@ from fairway_cli.words import (
     MAINTENANCE_WORDS,
     drain_only,
     no_attempt_text,
+    occupancy_words,
+    rank_words,
     reason_words,
     short_words,
     side_label,
+    standing_heading_words,
 )
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
@@ -114,6 +117,8 @@ class BudgetStanding:
     """The shares it returns to then."""
     boost_text: str = ""
     """``share 3 until Dec 20 00:00:00 UTC (then 1)`` (``budgets.services.boost_words``); "" without one."""
+    rank_text: str = ""
+    """``3rd of 3``: the rank as the pages and the CLI say it (:func:`fairway_cli.words.rank_words`)."""
 
 
 @dataclass(slots=True)
@@ -126,11 +131,19 @@ class ClusterStanding:
     at: datetime
     budgets: list[BudgetStanding] = field(default_factory=list)
 
+    @property
+    def heading_text(self) -> str:
+        """``default: 20 GPUs × 7d = 3,360 GPU-h per window``: the budgets page's heading and the
+        CLI's (:func:`fairway_cli.words.standing_heading_words`), the root's entitlement."""
+        entitled = self.budgets[0].entitlement_gpu_hours if self.budgets else 0.0
+        return standing_heading_words(self.cluster, self.gpus, self.window_s, entitled)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,
             "gpus": self.gpus,
             "window_s": self.window_s,
+            "heading_text": self.heading_text,
             "at": self.at,
             "budgets": [asdict(b) for b in self.budgets],  # the serializer lists the fields it shows
         }
@@ -342,6 +355,7 @@ def budget_standings(
                 boost_until=boost.ends_at if (boost := boosts.get(budget.id)) else None,
                 boost_then_shares=boost.base_shares if boost else None,
                 boost_text=boost_words(boost, now),
+                rank_text=rank_words(f.rank, f.siblings) if budget.parent_id is not None else "",
             )
         )
     return standing
@@ -383,6 +397,11 @@ class Occupancy:
     def busy(self) -> int:
         return self.allocated + self.unallocated
 
+    @property
+    def text(self) -> str:
+        """``7 of 8 GPUs occupied (88%)``: the one sentence of the pages and the API (words63)."""
+        return occupancy_words(self.busy, self.gpus)
+
     def fraction(self, part: int) -> float:
         return part / self.gpus if self.gpus else 0.0
 
@@ -404,6 +423,7 @@ class Occupancy:
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["occupancy"] = round(self.fraction(self.busy), 4)
+        data["occupancy_text"] = self.text
         return data
 
 

@@ -116,6 +116,7 @@ class BudgetStandingSerializer(serializers.Serializer):
     )
     rank = serializers.IntegerField(allow_null=True, help_text="1 = most deserving among its siblings")
     siblings = serializers.IntegerField()
+    rank_text = serializers.CharField(help_text='the rank as the pages and the CLI say it: `3rd of 3`; "" for a root')
     demand_gpu_hours = serializers.FloatField(
         help_text="GPU-hours its allocated workloads asked for in the window while they could run "
         "(each at most the run time it needed; docs/standing.md)"
@@ -157,5 +158,9 @@ class ClusterStandingSerializer(serializers.Serializer):
     cluster = serializers.CharField()
     gpus = serializers.IntegerField(help_text="registered GPUs of the cluster")
     window_s = serializers.IntegerField(help_text="lookback window W in seconds")
+    heading_text = serializers.CharField(
+        help_text="the standing's heading as the budgets page and the CLI write it: "
+        "`default: 20 GPUs × 7d = 3,360 GPU-h per window`"
+    )
     at = serializers.DateTimeField()
     budgets = BudgetStandingSerializer(many=True)

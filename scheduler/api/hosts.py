@@ -574,6 +574,9 @@ class OccupancySerializer(serializers.Serializer):
     unavailable = serializers.IntegerField(help_text="free GPUs on hosts not active, or unhealthy")
     unhealthy = serializers.IntegerField(help_text="of the unavailable: free GPUs reporting unhealthy")
     occupancy = serializers.FloatField(help_text="(allocated + unallocated) / gpus")
+    occupancy_text = serializers.CharField(
+        help_text="the occupancy as every page says it: `7 of 8 GPUs occupied (88%)`"
+    )
     hosts_by_state = serializers.DictField(child=serializers.IntegerField())
     workloads_by_state = serializers.DictField(child=serializers.IntegerField())
     pending_by_reason = serializers.DictField(child=serializers.IntegerField())

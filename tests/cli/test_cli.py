@@ -179,7 +179,7 @@ def test_budgets_and_hosts_tables(logged_in):
     code, out, _ = logged_in("budgets")
     assert code == EXIT_OK
     lines = out.splitlines()
-    assert lines[0].startswith("default: 20 GPUs, window 7d")
+    assert lines[0] == "default: 20 GPUs × 7d = 3,360 GPU-h per window"  # as the budgets page (words63)
     assert lines[1].split()[:3] == ["BUDGET", "SHARES", "SHARE"]
     assert any(line.strip().startswith("olmo") for line in lines)
 

@@ -91,8 +91,8 @@ def test_wait_says_each_change_backs_off_and_exits_0_when_every_one_succeeded(fa
 
     assert code == EXIT_OK, err
     assert out.splitlines() == [
-        f"#{a.pk} pretrain: pending (not enough GPUs; by 23:30:00 UTC)",
-        f"#{b.pk} eval: pending (not enough GPUs; by 23:30:00 UTC)",
+        f"#{a.pk} pretrain: pending (not enough GPUs · by 23:30:00 UTC)",
+        f"#{b.pk} eval: pending (not enough GPUs · by 23:30:00 UTC)",
         f"#{a.pk} pending → running",
         f"#{a.pk} running → succeeded",
         f"#{b.pk} pending → running",
@@ -135,7 +135,7 @@ def test_a_reason_that_changes_while_pending_is_said_an_estimate_alone_is_not(fa
     code, out, err = fairway("wait", str(w.pk))
 
     assert code == EXIT_OK, err
-    assert out.splitlines()[1].startswith(f"#{w.pk} pending → pending (other budgets go first; by ")
+    assert out.splitlines()[1].startswith(f"#{w.pk} pending → pending (other budgets go first · by ")
     assert len(out.splitlines()) == 4
 
 

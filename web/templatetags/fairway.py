@@ -1,5 +1,5 @@
 """Display helpers for Fairway's pages: durations, GPU-hours (the one wording of
-``fairway_cli.numbers``), percentages, ordinals. Ratios come as ``ratio_text`` from the server."""
+``fairway_cli.numbers``), percentages. Ratios come as ``ratio_text`` from the server."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django import template
 from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
-from fairway_cli.words import drain_only, reason_words, silent_host_words
+from fairway_cli.words import drain_only, reason_words, silent_host_words, why_waits_text
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -86,16 +86,6 @@ def ratio_of(part: Any, whole: Any) -> float:
 
 
 @register.filter
-def ordinal(value: Any) -> str:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        return ""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-@register.filter
 def utc(value: datetime | None) -> str:
     """:func:`fairway_cli.numbers.instant_text`: ``14:05:09 UTC`` today, ``Mar 3 14:05:09 UTC``
     another day — the instant as the server's sentences and the CLI write it."""
@@ -138,6 +128,13 @@ def pending_words(workload: Any) -> str:
         workload.hold,
         drain_only(workload.pending_reason, detail),
     )
+
+
+@register.filter
+def why_waits(workload: Any) -> str:
+    """:func:`pending_words` and the estimated start, as ``fairway ls`` writes them
+    (:func:`fairway_cli.words.why_waits_text`)."""
+    return why_waits_text(pending_words(workload), workload.estimated_start)
 
 
 @register.filter
