@@ -312,3 +312,71 @@ def test_an_attempt_that_never_started_measures_none_of_its_gpus_minutes(tw, tic
     assert data["utilization"] is None and data["idle"] is None and data["not_measured"] == 1.0
     started = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(seconds=40))
     assert efficiency_of_attempts([started.pk])[started.pk].as_data()["utilization"] == 0.71
+
+
+def test_a_finished_attempts_utilization_is_fixed_once_it_ends(tw, ticks):
+    """util63: a finished attempt read 61 %, then 63 %, then 64 % on reloads: the minute it ended in
+    took the next attempt's samples on the same GPU. Read twice, with the next attempt's samples
+    recorded in between (the heartbeat's own path), it is the same number."""
+    from scheduler import metrics
+
+    gpu = GPU.objects.get(host=tw.host("h1", 1))
+    minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    # placed at :30, ended at 3 min 20 s: its own minutes are minute+1 and minute+2
+    a = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(minutes=3, seconds=20))
+    for m, util in ((0, 60.0), (1, 60.0), (2, 62.0), (3, 60.0)):
+        metrics.record_samples([(gpu.pk, "healthy", {"utilization_pct": util})], minute + timedelta(minutes=m, seconds=5))
+    before = efficiency_of_attempts([a.pk])[a.pk].as_data()
+    # the next attempt on the same GPU, placed in the minute the first one ended in, busy at 100 %
+    _held(tw, [gpu], placed=minute + timedelta(minutes=3, seconds=25))
+    for s in (30, 40, 50):
+        metrics.record_samples([(gpu.pk, "healthy", {"utilization_pct": 100.0})], minute + timedelta(minutes=3, seconds=s))
+    for m in (4, 5):
+        metrics.record_samples([(gpu.pk, "healthy", {"utilization_pct": 100.0})], minute + timedelta(minutes=m, seconds=5))
+    after = efficiency_of_attempts([a.pk])[a.pk].as_data()
+    assert after == before
+    assert before["utilization"] == 0.61  # its two whole minutes, 60 % and 62 %
+
+
+def test_partly_held_minutes_are_not_the_attempts(tw, ticks):
+    """util63: the first and the last minute's samples are the GPU's, partly another attempt's (or
+    idle), so they are not the attempt's: held, not measured. Its whole minutes are its own."""
+    gpu = GPU.objects.get(host=tw.host("h1", 1))
+    minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    a = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(minutes=3, seconds=20))
+    _sample(gpu, minute, 90.0)  # the work before it, 30 s of it held
+    _sample(gpu, minute + timedelta(minutes=1), 40.0)
+    _sample(gpu, minute + timedelta(minutes=2), 60.0)
+    _sample(gpu, minute + timedelta(minutes=3), 100.0)  # the work after it, 20 s of it held
+    e = efficiency_of_attempts([a.pk])[a.pk]
+    assert (e.held, e.measured, e.utilized) == (170, 120, pytest.approx(60))
+    data = e.as_data()
+    assert data["utilization"] == 0.5 and data["not_measured"] == pytest.approx(round(50 / 170, 4))
+    assert data["utilization_why"] is None
+
+
+def test_an_attempt_younger_than_one_minute_sample_has_no_utilization(tw, ticks):
+    """util63: a job seconds old read 2 %, the idle GPU's minute before it was placed. Until it has
+    held one whole minute there is no sample of its own: not measured yet, and why."""
+    from fairway_cli.words import efficiency_lines, utilization_words
+
+    gpu = GPU.objects.get(host=tw.host("h1", 1))
+    minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    a = _held(tw, [gpu], placed=minute + timedelta(seconds=40))
+    _sample(gpu, minute, 2.0)
+    data = efficiency_of_attempts([a.pk], minute + timedelta(seconds=50))[a.pk].as_data()
+    assert data["utilization"] is None and data["running"] is True
+    assert data["utilization_why"] == "no_whole_minute"
+    words = utilization_words(None, data["utilization_why"], running=True)
+    assert words == "not measured yet (held no whole minute so far)"
+    assert dict(efficiency_lines(data))["GPU utilization"] == words
+    # ended inside its first whole minute: never one of its own
+    Attempt.objects.filter(pk=a.pk).update(ended_at=minute + timedelta(minutes=1, seconds=30))
+    done = efficiency_of_attempts([a.pk])[a.pk].as_data()
+    assert done["utilization"] is None and done["utilization_why"] == "no_whole_minute"
+    assert dict(efficiency_lines(done))["GPU utilization"] == "not measured (held no whole minute)"
+    # once it has held a whole minute with a sample, that minute is its figure
+    Attempt.objects.filter(pk=a.pk).update(ended_at=None)
+    _sample(gpu, minute + timedelta(minutes=1), 80.0)
+    grown = efficiency_of_attempts([a.pk], minute + timedelta(minutes=2, seconds=1))[a.pk].as_data()
+    assert grown["utilization"] == 0.8 and grown["utilization_why"] is None
