@@ -277,6 +277,7 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                 a0, a1 = a.placed_at, a.ended_at or now
                 held = measured = utilized = idle = 0.0
                 peak = None
+                whole_any = False
                 for link in a.gpu_links.all():
                     rows = {r.minute: r for r in GpuMinuteSample.objects.filter(gpu_id=link.gpu_id, samples__gt=0)}
                     if a1 <= a0:
@@ -284,6 +285,9 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                     held += (a1 - a0).total_seconds()
                     # the minutes held whole only (util63: a partly held one is other work's too)
                     whole = {m: r for m, r in rows.items() if m >= a0 and m + timedelta(minutes=1) <= a1}
+                    first = a0.replace(second=0, microsecond=0)
+                    first += timedelta(minutes=1) if first < a0 else timedelta(0)
+                    whole_any = whole_any or first + timedelta(minutes=1) <= a1
                     series = {m: minute_utilization(r.utilization_sum, r.samples) for m, r in whole.items()}
                     part, util = weigh_minutes(a0, a1, series)
                     measured += part
@@ -301,6 +305,8 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                 assert e.utilized == pytest.approx(utilized)
                 assert e.idle == pytest.approx(idle)
                 assert e.memory_peak_mb == peak
+                why = None if measured > 0 or held <= 0 else ("no_sample" if whole_any else "no_whole_minute")
+                assert e.utilization_why == why
             raise _Undone
     except _Undone:
         pass
