@@ -2369,7 +2369,10 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("STATE", lambda r: end_words(r["end_reason"], r["exit_code"])),
             ("CHARGED", lambda r: gpu_time_text(r["charged_gpu_hours"] * 3600) if r["allocated"] else "free"),
             # an older server sends no utilization: not measured is not what it said
-            ("UTIL", lambda r: utilization_words(r["utilization"]) if "utilization" in r else "-"),
+            (
+                "UTIL",
+                lambda r: utilization_words(r["utilization"], r.get("utilization_why")) if "utilization" in r else "-",
+            ),
         ],
         out,
         right={"ELAPSED", "CHARGED", "UTIL"},

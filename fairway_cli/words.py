@@ -259,10 +259,24 @@ NOT_MEASURED = "not measured"
 "Efficiency"): never 0 %, never a dash."""
 
 
-def utilization_words(value: Any) -> str:
+UTILIZATION_WHY = {"no_whole_minute": ("held no whole minute", "held no whole minute so far")}
+"""Why an attempt's utilization is not measured, ended and running (the API's
+``efficiency.utilization_why``, ``scheduler.efficiency``; docs/jobs.md "Efficiency"): a minute
+sample is the GPU's, so only the minutes it held whole are its own (util63: a job seconds old
+read 2 %, the idle minute before it). ``no_sample`` needs no words of its own: the "Not measured"
+line says the GPU-time held had no utilization reading."""
+
+
+def utilization_words(value: Any, why: str | None = None, *, running: bool = False) -> str:
     """A mean GPU utilization (0..1, the API's ``efficiency.utilization``) as ``63%``, or
-    :data:`NOT_MEASURED` when None (``fairway history``'s column, the workload page's)."""
-    return NOT_MEASURED if value is None else percent_text(value)
+    :data:`NOT_MEASURED` when None, with ``why`` in words (:data:`UTILIZATION_WHY`): ``not measured
+    yet (held no whole minute so far)`` (``fairway history``'s column, the workload page's)."""
+    if value is not None:
+        return percent_text(value)
+    said = UTILIZATION_WHY.get(why or "")
+    if said is None:
+        return NOT_MEASURED
+    return f"{NOT_MEASURED} yet ({said[1]})" if running else f"{NOT_MEASURED} ({said[0]})"
 
 
 def _share_words(part: float) -> str:
@@ -278,7 +292,8 @@ def efficiency_lines(e: Mapping[str, Any]) -> list[tuple[str, str]]:
     if gpus:
         held += f" ({gpus} GPU{'s' if gpus != 1 else ''}"
         held += ", so far)" if e.get("running") else ")"
-    lines = [("GPU-time held", held), ("GPU utilization", utilization_words(e.get("utilization")))]
+    said = utilization_words(e.get("utilization"), e.get("utilization_why"), running=bool(e.get("running")))
+    lines = [("GPU-time held", held), ("GPU utilization", said)]
     if e.get("utilization") is not None:
         lines[-1] = ("GPU utilization", f"{lines[-1][1]} (mean over the measured GPU-time)")
     idle = e.get("idle")

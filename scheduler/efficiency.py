@@ -7,23 +7,32 @@ occupied time, DESIGN.md §8; an open attempt on an offline host up to its last 
 charged: ``accounting.silent_until``):
 
 - **held**: the GPU-seconds held;
-- **measured** and **utilized**: the pyramid's rule (:func:`scheduler.pyramid.weigh_minutes`):
-  each minute sample (``GpuMinuteSample``) weighs the seconds of its minute the GPU was held;
-  the mean utilization is utilized over measured, unknown (None) when nothing was measured;
-- **not measured**: the held GPU-time without a minute sample that read its utilization
-  (``held - measured``; a MIG-mode GPU NVML cannot read, nvml56), never 0 %; all of it for an
-  attempt that ended without its agent ever starting it (``failed_to_start``): nothing of it ran,
-  so its GPUs' minutes are other work's (try61: 71 %, the work's before it);
+- **measured** and **utilized**: the minutes the GPU was held **whole** (a minute ``m`` with
+  ``placed_at ≤ m`` and ``m + 1 min ≤ ended_at or now``), each weighing a minute, with their
+  minute sample's mean (:func:`scheduler.pyramid.minute_utilization`); the mean utilization is
+  utilized over measured, unknown (None) when nothing was measured. A minute sample is the GPU's
+  minute, not the attempt's: the minute it was placed in and the one it ended in hold the work
+  before and after it on the same GPU (or an idle GPU), so they are held, not measured (util63: a
+  finished attempt read 61 %, 63 %, 64 % on reloads as the next attempt's samples entered the
+  minute it ended in; a job seconds old read 2 %, the idle minute before it). Samples are bucketed
+  by the minute they were received in, so a minute held whole holds this attempt's samples only,
+  and once the attempt ended none of its minutes takes another: the figure is fixed;
+- **not measured**: the held GPU-time without a minute sample of its own that read its
+  utilization (``held - measured``: its partly held first and last minutes, a MIG-mode GPU NVML
+  cannot read, nvml56), never 0 %; all of it for an attempt that ended without its agent ever
+  starting it (``failed_to_start``): nothing of it ran, so its GPUs' minutes are other work's
+  (try61: 71 %, the work's before it). ``utilization_why`` says why the mean is unknown:
+  ``no_whole_minute`` (younger than one minute sample of its own, or ended before one),
+  ``no_sample`` (held whole minutes, none sampled);
 - **idle**: the measured GPU-time in minutes under ``FAIRWAY_IDLE_UTIL_PCT``
   (:func:`scheduler.idle.quiet_minute`, the idle rule's minute), as a share of the measured time;
 - **peak memory**: the highest ``memory_used_max_mb`` of a minute any held GPU was held whole,
-  with that GPU's memory; None (not measured) without one (a sample is the GPU's minute, not the
-  attempt's: a partly held minute may be the previous attempt's memory; left59).
+  with that GPU's memory; None (not measured) without one (left59).
 
-Unlike the pyramid's hours, no GPU's latest sample stands in for an hour without minute samples:
-that time is not measured. One query for any number of attempts (:func:`efficiency_of_attempts`):
-per GPU link, the minutes wholly held are summed in SQL (each weighs one minute) and the minutes
-the attempt was placed and ended in (partly held) are read and weighed in Python.
+Unlike the pyramid's hours, no GPU's latest sample stands in for an hour without minute samples,
+and no partly held minute is weighed (the pyramid's cluster hour weighs them by the seconds held:
+all work on a GPU is the cluster's). One query for any number of attempts
+(:func:`efficiency_of_attempts`): per GPU link, the minutes wholly held are summed in SQL.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from django.utils import timezone
 from scheduler.accounting import silent_until_subquery
 from scheduler.idle import quiet_minute, threshold_pct
 from scheduler.models import AttemptGPU, GpuMinuteSample, Workload
-from scheduler.pyramid import MINUTE, measured_minutes, minute_utilization, minute_utilization_sql, weigh_minutes
+from scheduler.pyramid import MINUTE, measured_minutes, minute_utilization_sql
 
 
 @dataclass
@@ -56,6 +65,8 @@ class Efficiency:
     memory_total_mb: int | None = None
     gpus: int = 0
     running: bool = False
+    whole_minute: bool = False
+    """A GPU of it was held one whole minute at least (else no minute sample is its own)."""
     threshold_pct: float = field(default_factory=threshold_pct)
 
     def add(self, other: Efficiency) -> None:
@@ -65,6 +76,7 @@ class Efficiency:
         self.idle += other.idle
         self.gpus = max(self.gpus, other.gpus)
         self.running = self.running or other.running
+        self.whole_minute = self.whole_minute or other.whole_minute
         if other.memory_peak_mb is not None and (
             self.memory_peak_mb is None or other.memory_peak_mb > self.memory_peak_mb
         ):
@@ -74,6 +86,15 @@ class Efficiency:
     def utilization(self) -> float | None:
         """The GPU-time weighted mean utilization (0..1) over the measured held time; None: not measured."""
         return min(1.0, self.utilized / self.measured) if self.measured > 0 else None
+
+    @property
+    def utilization_why(self) -> str | None:
+        """Why :attr:`utilization` is unknown (``fairway_cli.words.utilization_words`` says it):
+        ``no_whole_minute``, no minute held whole yet (or ever); ``no_sample``, none of them sampled;
+        None when it is known, or nothing was held."""
+        if self.measured > 0 or self.held <= 0:
+            return None
+        return "no_sample" if self.whole_minute else "no_whole_minute"
 
     def as_data(self) -> dict[str, Any]:
         """The API's ``efficiency`` object (``fairway_cli.words.efficiency_lines`` writes it in words)."""
@@ -87,6 +108,7 @@ class Efficiency:
             "gpus": self.gpus,
             "gpu_hours": round(held / 3600, 4),
             "utilization": round(util, 4) if util is not None else None,
+            "utilization_why": self.utilization_why,
             "not_measured": share(held - measured, held),
             "idle": share(self.idle, measured),
             "idle_threshold_pct": self.threshold_pct,
@@ -99,6 +121,12 @@ class Efficiency:
 def _one(samples: Any, value: Any) -> Subquery:
     """A scalar subquery of ``samples`` (one GPU's minutes): ``value`` of the first, or an aggregate."""
     return Subquery(samples.order_by().values("gpu_id").annotate(v=value).values("v")[:1])
+
+
+def _first_whole_minute(at: datetime) -> datetime:
+    """The start of the first minute that begins at ``at`` or after it."""
+    minute = at.replace(second=0, microsecond=0)
+    return minute if minute == at else minute + MINUTE
 
 
 def efficiency_of_attempts(
@@ -123,18 +151,11 @@ def efficiency_of_attempts(
     links = links.annotate(
         held_until=until,
         whole_until=ExpressionWrapper(until - V(MINUTE), output_field=DateTimeField()),
-        first_from=ExpressionWrapper(F("attempt__placed_at") - V(MINUTE), output_field=DateTimeField()),
     )
     sampled = GpuMinuteSample.objects.filter(gpu_id=OuterRef("gpu_id"), samples__gt=0)
     mine = sampled.filter(measured_minutes())  # the minutes whose utilization was read (nvml56)
-    # The minutes wholly held (each weighs a minute), and the partly held first and last ones.
+    # The minutes wholly held, each weighing a minute: the attempt's own samples only (util63).
     whole = mine.filter(minute__gte=OuterRef("attempt__placed_at"), minute__lte=OuterRef("whole_until"))
-    first = mine.filter(minute__gt=OuterRef("first_from"), minute__lt=OuterRef("attempt__placed_at"))
-    last = mine.filter(
-        minute__gt=OuterRef("whole_until"),
-        minute__lt=OuterRef("held_until"),
-        minute__gte=OuterRef("attempt__placed_at"),
-    )
     # the memory of the minutes held whole only: a sample is the GPU's minute, not the attempt's, so
     # a partly held one may be another attempt's memory (left59: the previous job's 79 GB)
     held = sampled.filter(minute__gte=OuterRef("attempt__placed_at"), minute__lte=OuterRef("whole_until"))
@@ -142,12 +163,6 @@ def efficiency_of_attempts(
         whole_n=_one(whole, Count("pk")),
         whole_util=_one(whole, Sum(minute_utilization_sql())),
         whole_idle=_one(whole, Count("pk", filter=quiet_minute(pct))),
-        first_minute=_one(first, F("minute")),
-        first_sum=_one(first, F("utilization_sum")),
-        first_n=_one(first, F("utilization_samples")),
-        last_minute=_one(last, F("minute")),
-        last_sum=_one(last, F("utilization_sum")),
-        last_n=_one(last, F("utilization_samples")),
         memory=_one(held, Max("memory_used_max_mb", output_field=IntegerField())),
     ).values_list(
         "attempt_id",
@@ -157,12 +172,6 @@ def efficiency_of_attempts(
         "whole_n",
         "whole_util",
         "whole_idle",
-        "first_minute",
-        "first_sum",
-        "first_n",
-        "last_minute",
-        "last_sum",
-        "last_n",
         "memory",
         "attempt__ended_at",
         "attempt__started_at",
@@ -176,12 +185,6 @@ def efficiency_of_attempts(
         whole_n,
         whole_util,
         whole_idle,
-        first_minute,
-        first_sum,
-        first_n,
-        last_minute,
-        last_sum,
-        last_n,
         memory,
         ended,
         started,
@@ -191,20 +194,13 @@ def efficiency_of_attempts(
         if a1 <= a0:
             continue
         e.held += (a1 - a0).total_seconds()
+        e.whole_minute = e.whole_minute or _first_whole_minute(a0) + MINUTE <= a1
         if started is None and ended is not None:  # it ended never started: its GPUs' minutes are other work's (try61)
             continue
         seconds = MINUTE.total_seconds()
         e.measured += (whole_n or 0) * seconds
         e.utilized += (whole_util or 0.0) / 100.0 * seconds
         e.idle += (whole_idle or 0) * seconds
-        for minute, total, n in ((first_minute, first_sum, first_n), (last_minute, last_sum, last_n)):
-            if minute is None or not n:
-                continue
-            measured, utilized = weigh_minutes(a0, a1, {minute: minute_utilization(total, n)})
-            e.measured += measured
-            e.utilized += utilized
-            if total < n * pct:  # scheduler.idle.quiet_minute, of this one row
-                e.idle += measured
         if memory is not None and (e.memory_peak_mb is None or memory > e.memory_peak_mb):
             e.memory_peak_mb, e.memory_total_mb = int(memory), total_mb or None
     return out

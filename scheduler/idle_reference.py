@@ -16,8 +16,9 @@ from the attempt's confirmed start to the current minute, stating the rule in th
   ago (``0``: off). A starting attempt, one asked to stop, or an ended one is not idle.
 
 And :func:`efficiency_idle_reference`, the minute rule of ``scheduler.efficiency``'s share of
-minutes idle: every read minute of a GPU an attempt held weighs the seconds of it the attempt held
-it (``[placed_at, ended_at or now)``), and counts as idle when quiet.
+minutes idle: every read minute of a GPU an attempt held whole (within ``[placed_at, ended_at or
+now)``) weighs a minute, and counts as idle when quiet; a partly held minute is the GPU's, other
+work's too, so it is not the attempt's (util63).
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ def efficiency_idle_reference(now: datetime | None = None) -> dict[int, Efficien
             minute = a0.replace(second=0, microsecond=0)
             while minute < a1:
                 reading = readings.get(minute)
-                held = max(0.0, (min(a1, minute + MINUTE) - max(a0, minute)).total_seconds())
+                whole = a0 <= minute and minute + MINUTE <= a1  # util63: a partly held minute is not its own
+                held = MINUTE.total_seconds() if whole else 0.0
                 if reading is not None and reading.mean_pct is not None:
                     measured += held
                     if is_quiet(reading, pct):

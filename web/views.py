@@ -685,7 +685,11 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 protected_width=round(protected, 3),
                 gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in a.ordered_gpu_links()],
                 hosts=a.host_names(),
-                utilization=utilization_words(held.utilization if held is not None else None),
+                utilization=utilization_words(
+                    held.utilization if held is not None else None,
+                    held.utilization_why if held is not None else None,
+                    running=a.ended_at is None,
+                ),
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now, silent_until(links)),
                 idle=idle_held_text(idle[a.pk].as_data()) if a.pk in idle else "",
                 silent=silent_hosts(a, links),

@@ -777,6 +777,9 @@ class HistoryRowSerializer(serializers.Serializer):
         allow_null=True,
         help_text="mean GPU utilization 0..1 over the time held (its ``efficiency.utilization``); null: not measured",
     )
+    utilization_why = serializers.CharField(
+        allow_null=True, required=False, help_text="why utilization is null (its ``efficiency.utilization_why``)"
+    )
 
 
 class HistorySerializer(serializers.Serializer):
@@ -825,8 +828,16 @@ class EfficiencySerializer(serializers.Serializer):
     gpu_hours = serializers.FloatField(help_text="GPU-hours held: from placement to the end, or now")
     utilization = serializers.FloatField(
         allow_null=True,
-        help_text="mean NVML utilization 0..1 over the measured GPU-time held, weighted as the pyramid's; "
+        help_text="mean NVML utilization 0..1 over the minutes of measured GPU-time held whole (a partly held "
+        "first or last minute's sample is the GPU's, other work's too: not measured); fixed once it ended; "
         "null: not measured",
+    )
+    utilization_why = serializers.ChoiceField(
+        choices=["no_whole_minute", "no_sample"],
+        allow_null=True,
+        help_text="why utilization is null: no_whole_minute, it has held (or held) no whole minute, so no "
+        "minute sample is its own yet; no_sample, none of its whole minutes had a utilization reading; "
+        "null: measured (or nothing held)",
     )
     not_measured = serializers.FloatField(
         allow_null=True, help_text="share 0..1 of the GPU-time held without a minute sample; null: nothing held"

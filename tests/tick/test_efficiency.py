@@ -50,15 +50,15 @@ def test_no_samples_is_not_measured_never_zero(tw, ticks):
     assert data["not_measured"] == 1.0 and data["running"] is False
 
 
-def test_partial_samples_weigh_the_held_seconds_of_each_minute(tw, ticks):
+def test_the_minutes_held_whole_are_measured(tw, ticks):
     host = tw.host("h1", 2)
     g0, g1 = GPU.objects.filter(host=host).order_by("index")
     GPU.objects.filter(host=host).update(memory_mb=80_000)
     minute = tw.now.replace(second=0) - timedelta(minutes=10)
     # held from the middle of the first minute to 2 min 30 s: 150 s per GPU
     a = _held(tw, [g0, g1], placed=minute + timedelta(seconds=30), ended=minute + timedelta(minutes=3, seconds=0))
-    _sample(g0, minute, 100.0, memory=10_000)  # 30 s at 100 % (the minute it was placed in)
-    _sample(g1, minute, 0.0)  # 30 s at 0 % (idle under the threshold)
+    _sample(g0, minute, 100.0, memory=10_000)  # the minute it was placed in: partly other work's (util63)
+    _sample(g1, minute, 0.0)  # likewise not its own
     _sample(g0, minute + timedelta(minutes=1), 40.0, memory=60_000)  # 60 s at 40 %
     # g1's second minute has no sample: not measured
     _sample(g0, minute + timedelta(minutes=2), 20.0)  # 60 s
@@ -67,12 +67,12 @@ def test_partial_samples_weigh_the_held_seconds_of_each_minute(tw, ticks):
     _sample(g0, minute - timedelta(minutes=1), 99.0, memory=79_000)  # before: ignored
     e = efficiency_of_attempts([a.pk])[a.pk]
     assert e.held == 2 * 150
-    assert e.measured == 30 + 30 + 60 + 60 + 60
-    assert e.utilized == pytest.approx(30 * 1.0 + 60 * 0.4 + 60 * 0.2 + 60 * 0.005)
+    assert e.measured == 60 + 60 + 60
+    assert e.utilized == pytest.approx(60 * 0.4 + 60 * 0.2 + 60 * 0.005)
     data = e.as_data()
-    assert data["utilization"] == pytest.approx(round((30 + 24 + 12 + 0.3) / 240, 4))
-    assert data["not_measured"] == pytest.approx(60 / 300)
-    assert data["idle"] == pytest.approx(round(90 / 240, 4))  # 30 s + 60 s of g1 under 1 %
+    assert data["utilization"] == pytest.approx(round((24 + 12 + 0.3) / 180, 4))
+    assert data["not_measured"] == pytest.approx(120 / 300)
+    assert data["idle"] == pytest.approx(round(60 / 180, 4))  # 60 s of g1 under 1 %
     assert (data["memory_peak_mb"], data["memory_total_mb"]) == (60_000, 80_000)
     assert data["gpus"] == 2 and data["idle_threshold_pct"] == 1.0
 
@@ -104,7 +104,9 @@ def test_an_attempt_inside_one_minute(tw, ticks):
     a = _held(tw, [gpu], placed=minute + timedelta(seconds=10), ended=minute + timedelta(seconds=40))
     _sample(gpu, minute, 50.0)
     e = efficiency_of_attempts([a.pk])[a.pk]
-    assert (e.held, e.measured, e.utilized) == (30, 30, pytest.approx(15))
+    # the minute's sample is the GPU's: 30 s of it are other work's or idle (util63)
+    assert (e.held, e.measured, e.utilized) == (30, 0, 0)
+    assert e.as_data()["utilization_why"] == "no_whole_minute"
 
 
 def test_the_idle_threshold_setting_decides_an_idle_minute(tw, ticks, settings):
@@ -192,8 +194,11 @@ def test_agrees_with_the_pyramids_utilization_on_the_same_samples(tw, ticks):
     measured = sum(e.measured for e in total.values())
     utilized = sum(e.utilized for e in total.values())
     assert held == pytest.approx(t["allocated"] + t["unallocated"])
-    assert measured == pytest.approx(t["measured"])
-    assert utilized / measured == pytest.approx(pyramid.utilization_of_occupied())
+    # util63: an attempt's figure leaves out its partly held first and last minutes (the GPU's
+    # minute, other work's too), which the cluster's hour weighs by the seconds held
+    partial = sum((2 if len(a.gpu_links.all()) == 1 else 4) for a in attempts) * 60
+    assert t["measured"] - partial <= measured <= t["measured"]
+    assert utilized <= t["utilized"]
 
 
 def test_a_week_on_eight_gpus_is_one_query(tw, ticks, capsys):
@@ -272,12 +277,18 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                 a0, a1 = a.placed_at, a.ended_at or now
                 held = measured = utilized = idle = 0.0
                 peak = None
+                whole_any = False
                 for link in a.gpu_links.all():
                     rows = {r.minute: r for r in GpuMinuteSample.objects.filter(gpu_id=link.gpu_id, samples__gt=0)}
                     if a1 <= a0:
                         continue
                     held += (a1 - a0).total_seconds()
-                    series = {m: minute_utilization(r.utilization_sum, r.samples) for m, r in rows.items()}
+                    # the minutes held whole only (util63: a partly held one is other work's too)
+                    whole = {m: r for m, r in rows.items() if m >= a0 and m + timedelta(minutes=1) <= a1}
+                    first = a0.replace(second=0, microsecond=0)
+                    first += timedelta(minutes=1) if first < a0 else timedelta(0)
+                    whole_any = whole_any or first + timedelta(minutes=1) <= a1
+                    series = {m: minute_utilization(r.utilization_sum, r.samples) for m, r in whole.items()}
                     part, util = weigh_minutes(a0, a1, series)
                     measured += part
                     utilized += util
@@ -294,6 +305,8 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                 assert e.utilized == pytest.approx(utilized)
                 assert e.idle == pytest.approx(idle)
                 assert e.memory_peak_mb == peak
+                why = None if measured > 0 or held <= 0 else ("no_sample" if whole_any else "no_whole_minute")
+                assert e.utilization_why == why
             raise _Undone
     except _Undone:
         pass
@@ -310,5 +323,80 @@ def test_an_attempt_that_never_started_measures_none_of_its_gpus_minutes(tw, tic
     data = efficiency_of_attempts([a.pk])[a.pk].as_data()
     assert data["gpu_hours"] == round(1 / 3600, 4)  # held from its placing, as the pyramid counts it
     assert data["utilization"] is None and data["idle"] is None and data["not_measured"] == 1.0
-    started = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(seconds=40))
+    _sample(gpu, minute + timedelta(minutes=1), 71.0)
+    started = _held(tw, [gpu], placed=minute + timedelta(minutes=1), ended=minute + timedelta(minutes=2))
     assert efficiency_of_attempts([started.pk])[started.pk].as_data()["utilization"] == 0.71
+
+
+def test_a_finished_attempts_utilization_is_fixed_once_it_ends(tw, ticks):
+    """util63: a finished attempt read 61 %, then 63 %, then 64 % on reloads: the minute it ended in
+    took the next attempt's samples on the same GPU. Read twice, with the next attempt's samples
+    recorded in between (the heartbeat's own path), it is the same number."""
+    from scheduler import metrics
+
+    gpu = GPU.objects.get(host=tw.host("h1", 1))
+    minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    # placed at :30, ended at 3 min 20 s: its own minutes are minute+1 and minute+2
+    a = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(minutes=3, seconds=20))
+    for m, util in ((0, 60.0), (1, 60.0), (2, 62.0), (3, 60.0)):
+        metrics.record_samples(
+            [(gpu.pk, "healthy", {"utilization_pct": util})], minute + timedelta(minutes=m, seconds=5)
+        )
+    before = efficiency_of_attempts([a.pk])[a.pk].as_data()
+    # the next attempt on the same GPU, placed in the minute the first one ended in, busy at 100 %
+    _held(tw, [gpu], placed=minute + timedelta(minutes=3, seconds=25))
+    for s in (30, 40, 50):
+        metrics.record_samples(
+            [(gpu.pk, "healthy", {"utilization_pct": 100.0})], minute + timedelta(minutes=3, seconds=s)
+        )
+    for m in (4, 5):
+        metrics.record_samples(
+            [(gpu.pk, "healthy", {"utilization_pct": 100.0})], minute + timedelta(minutes=m, seconds=5)
+        )
+    after = efficiency_of_attempts([a.pk])[a.pk].as_data()
+    assert after == before
+    assert before["utilization"] == 0.61  # its two whole minutes, 60 % and 62 %
+
+
+def test_partly_held_minutes_are_not_the_attempts(tw, ticks):
+    """util63: the first and the last minute's samples are the GPU's, partly another attempt's (or
+    idle), so they are not the attempt's: held, not measured. Its whole minutes are its own."""
+    gpu = GPU.objects.get(host=tw.host("h1", 1))
+    minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    a = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(minutes=3, seconds=20))
+    _sample(gpu, minute, 90.0)  # the work before it, 30 s of it held
+    _sample(gpu, minute + timedelta(minutes=1), 40.0)
+    _sample(gpu, minute + timedelta(minutes=2), 60.0)
+    _sample(gpu, minute + timedelta(minutes=3), 100.0)  # the work after it, 20 s of it held
+    e = efficiency_of_attempts([a.pk])[a.pk]
+    assert (e.held, e.measured, e.utilized) == (170, 120, pytest.approx(60))
+    data = e.as_data()
+    assert data["utilization"] == 0.5 and data["not_measured"] == pytest.approx(round(50 / 170, 4))
+    assert data["utilization_why"] is None
+
+
+def test_an_attempt_younger_than_one_minute_sample_has_no_utilization(tw, ticks):
+    """util63: a job seconds old read 2 %, the idle GPU's minute before it was placed. Until it has
+    held one whole minute there is no sample of its own: not measured yet, and why."""
+    from fairway_cli.words import efficiency_lines, utilization_words
+
+    gpu = GPU.objects.get(host=tw.host("h1", 1))
+    minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    a = _held(tw, [gpu], placed=minute + timedelta(seconds=40))
+    _sample(gpu, minute, 2.0)
+    data = efficiency_of_attempts([a.pk], minute + timedelta(seconds=50))[a.pk].as_data()
+    assert data["utilization"] is None and data["running"] is True
+    assert data["utilization_why"] == "no_whole_minute"
+    words = utilization_words(None, data["utilization_why"], running=True)
+    assert words == "not measured yet (held no whole minute so far)"
+    assert dict(efficiency_lines(data))["GPU utilization"] == words
+    # ended inside its first whole minute: never one of its own
+    Attempt.objects.filter(pk=a.pk).update(ended_at=minute + timedelta(minutes=1, seconds=30))
+    done = efficiency_of_attempts([a.pk])[a.pk].as_data()
+    assert done["utilization"] is None and done["utilization_why"] == "no_whole_minute"
+    assert dict(efficiency_lines(done))["GPU utilization"] == "not measured (held no whole minute)"
+    # once it has held a whole minute with a sample, that minute is its figure
+    Attempt.objects.filter(pk=a.pk).update(ended_at=None)
+    _sample(gpu, minute + timedelta(minutes=1), 80.0)
+    grown = efficiency_of_attempts([a.pk], minute + timedelta(minutes=2, seconds=1))[a.pk].as_data()
+    assert grown["utilization"] == 0.8 and grown["utilization_why"] is None

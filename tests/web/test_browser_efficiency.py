@@ -20,3 +20,30 @@ def test_the_workload_page_shows_how_well_it_used_its_gpus(new_page, twice):  # 
     assert rows["Peak GPU memory"] == "30.0 of 80.0 GiB (38%)", rows
     assert rows["Not measured"] == "50% of the GPU-time held had no utilization reading", rows
     assert page.locator(".attempt-util").all_inner_texts() == ["80%", NOT_MEASURED]
+
+
+def test_a_job_seconds_old_reads_not_measured_yet_and_why(new_page, researcher, submit_kwargs):
+    """util63: a job seconds old read 2 %, the idle GPU's minute before it was placed: until it has
+    held a whole minute no sample is its own, and the page says so."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import Workload
+    from scheduler.services import do_submit_workload
+    from tests.api.test_efficiency_api import ran
+
+    w = do_submit_workload(researcher, **submit_kwargs(name="young", gpu_count=1))
+    attempt = ran(w, "a100-1", 1, 0, 1, 2.0, end=False)  # the idle minute it was placed in
+    attempt.placed_at = attempt.started_at = timezone.now() - timedelta(seconds=5)
+    attempt.save(update_fields=["placed_at", "started_at"])
+    Workload.objects.filter(pk=w.pk).update(state=Workload.State.RUNNING)
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto(f"/workloads/{w.pk}/")
+    said = "not measured yet (held no whole minute so far)"
+    rows = dict(
+        (r.locator("th").text_content(), r.locator("td").inner_text()) for r in page.locator("#efficiency tr").all()
+    )
+    assert rows["GPU utilization"] == said, rows
+    assert page.locator(".attempt-util").all_inner_texts() == [said]
