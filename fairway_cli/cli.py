@@ -1998,9 +1998,16 @@ def wait_for(
     if group is not None:
         members = len(entry(lambda: _require_group(api, group))["members"])
 
-        def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:  # every member: one request
-            page = api.call("GET", "workloads/", params={"group": group, "limit": max(members, 1)})
-            return {w["id"]: w for w in sorted(page["results"], key=lambda w: w["id"])}  # newest first: in order
+        def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:  # every member: pages of the server's most
+            rows: list[dict[str, Any]] = []
+            while True:  # a page holds at most the server's limit (1000, sec63): the rest by offset
+                page = api.call(
+                    "GET", "workloads/", params={"group": group, "limit": max(members, 1), "offset": len(rows)}
+                )
+                rows += page["results"]
+                if not page["results"] or not page.get("next"):
+                    break
+            return {w["id"]: w for w in sorted(rows, key=lambda w: w["id"])}  # newest first: in order
 
     else:
 
