@@ -394,7 +394,7 @@ REST_FRAMEWORK = {
         "anon": env_rate("FAIRWAY_THROTTLE_ANON", "120/min"),
         "user": env_rate("FAIRWAY_THROTTLE_USER", "6000/min"),
         "login": env_rate("FAIRWAY_THROTTLE_LOGIN", "30/min"),  # per client address
-        "login_user": env_rate("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # per user name, any address
+        "login_user": env_rate("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # failures per (user name, address)
         "quote": env_rate("FAIRWAY_THROTTLE_QUOTE", "30/min"),  # per user: a quote is a forward simulation
         "exec": env_rate("FAIRWAY_THROTTLE_EXEC", "30/min"),  # per user: a command on a GPU host (fairway exec)
     },
