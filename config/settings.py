@@ -612,6 +612,18 @@ FAIRWAY_OIDC_PROVIDER_NAME = env_str("FAIRWAY_OIDC_PROVIDER_NAME", "single sign-
 FAIRWAY_OIDC_GROUPS_CLAIM = env_str("FAIRWAY_OIDC_GROUPS_CLAIM", "groups")
 FAIRWAY_OIDC_LINK_BY_EMAIL = env_bool("FAIRWAY_OIDC_LINK_BY_EMAIL", True)
 FAIRWAY_OIDC_CREATE_USERS = env_bool("FAIRWAY_OIDC_CREATE_USERS", True)
+# The claim a new account is named after (sec63; accounts.oidc.new_username): GPU hosts map user
+# names to Unix users, so by default the provider's own `sub`, never a name people choose there;
+# `email`: the local part of a verified email in one of FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS.
+FAIRWAY_OIDC_USERNAME_CLAIM = env_str("FAIRWAY_OIDC_USERNAME_CLAIM", "sub") or "sub"
+FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS = [
+    d.strip().lower() for d in env_str("FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS", "").split(",") if d.strip()
+]
+if FAIRWAY_OIDC_USERNAME_CLAIM == "email" and not FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS:
+    raise ImproperlyConfigured(
+        "FAIRWAY_OIDC_USERNAME_CLAIM=email names accounts after verified emails of listed domains only:"
+        " set FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS (e.g. lab.example.org)"
+    )
 try:
     from accounts.oidc_rules import parse_group_rules
 
