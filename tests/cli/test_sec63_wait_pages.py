@@ -26,3 +26,20 @@ def test_wait_for_a_group_larger_than_a_page(logged_in, researcher, clock, monke
 
     assert code == EXIT_OK, err
     assert out.splitlines()[-1] == "all 5 succeeded"
+
+
+def test_ls_reads_as_many_pages_as_its_limit_takes(logged_in, researcher, monkeypatch):  # noqa: F811
+    import json
+
+    from config.pagination import FairwayLimitOffsetPagination
+
+    monkeypatch.setattr(FairwayLimitOffsetPagination, "max_limit", 2)
+    code, _out, err = logged_in(
+        "submit", "-b", "nlp/olmo", "-m", "A100", "-M", "0", "--array", "0-4", "--name", "sweep", "--", "true"
+    )
+    assert code == EXIT_OK, err
+    code, out, err = logged_in("ls", "--limit", "3", "--json")
+    assert code == EXIT_OK, err
+    assert len(json.loads(out)) == 3
+    code, out, err = logged_in("ls", "--limit", "4")
+    assert out.splitlines()[-1] == "(4 of 5; --limit for more)"
