@@ -1353,12 +1353,12 @@ class LoginView(auth_views.LoginView):
     def form_valid(self, form: Any) -> HttpResponse:
         from accounts.api.views import LoginFailureThrottle
 
-        LoginFailureThrottle().succeeded(_ThrottledRequest(self.request))  # type: ignore[arg-type]
+        LoginFailureThrottle().succeeded(_ThrottledRequest(self.request))
         return super().form_valid(form)
 
     def form_invalid(self, form: Any) -> HttpResponse:
         from accounts.api.views import LoginFailureThrottle
 
         if form.has_error(NON_FIELD_ERRORS, "invalid_login"):  # a password checked and wrong: a failure
-            LoginFailureThrottle().failed(_ThrottledRequest(self.request))  # type: ignore[arg-type]
+            LoginFailureThrottle().failed(_ThrottledRequest(self.request))
         return super().form_invalid(form)

@@ -55,7 +55,9 @@ class LoginFailureThrottle(SettingsRate, SimpleRateThrottle):
 
     The failures are a sliding log under the throttle's cache key: in Redis the list and script of
     ``config.throttling`` (a peek: the script with a limit of 0; a failure: pushed whatever the
-    count; both atomic), else DRF's list in the cache (tests, no ``REDIS_URL``)."""
+    count; both atomic), else DRF's list in the cache (tests, no ``REDIS_URL``). The peek and the
+    push are two steps: attempts of one pair sent at once may all pass the peek; each still counts in
+    the address's :class:`LoginThrottle` (atomic), which bounds them."""
 
     scope = "login_user"
 
