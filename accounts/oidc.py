@@ -9,7 +9,8 @@ JWKS); this backend adds what Fairway decides (docs/deploy.md, "Single sign-on")
 - who the person is: the account linked to (issuer, ``sub``) (``OidcIdentity``); else, the first
   time, the one local account with the same email if the provider says it is verified
   (``FAIRWAY_OIDC_LINK_BY_EMAIL``, default on) — that account keeps its password and tokens; else
-  a new account with an unusable password (``FAIRWAY_OIDC_CREATE_USERS``, default on);
+  a new account with an unusable password (``FAIRWAY_OIDC_CREATE_USERS``, default on), named
+  after ``FAIRWAY_OIDC_USERNAME_CLAIM`` (default ``sub``: :func:`new_username`);
 - the account's email follows the provider's only when verified (:func:`verified_email`);
 - what the person may do: the groups claim through ``FAIRWAY_OIDC_GROUP_RULES``, synchronised at
   every login, added and removed (``sync_rights``).
@@ -108,13 +109,37 @@ def _one_first_login_at_a_time() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, 0)", [FIRST_LOGIN_LOCK_CLASS])
 
 
+def new_username(claims: dict[str, Any]) -> str:
+    """What a new account is named after (sec63): the claim ``FAIRWAY_OIDC_USERNAME_CLAIM``, by
+    default ``sub``, the provider's own identifier of the person, which nobody chooses there.
+
+    GPU hosts map user names to Unix users (docs/isolation.md, way 2): named after
+    ``preferred_username``, which many providers let people choose, anyone could take ``bob``
+    (a Unix user without a Fairway account yet) and run workloads as the host's ``bob``. With
+    ``email``: the local part of an email the provider says is verified (``email_verified`` true,
+    not merely absent) whose domain is one of ``FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS``, the lab's
+    own, where the lab hands out the addresses. Any other claim is taken as the provider sends it:
+    the operator's word that people cannot choose it. A claim that does not qualify: ``sub``."""
+    claim = settings.FAIRWAY_OIDC_USERNAME_CLAIM
+    if claim == "email":
+        value = claims.get("email_verified")
+        said = value is True or (isinstance(value, str) and value.strip().lower() == "true")
+        email = claims.get("email")
+        if said and isinstance(email, str) and email.count("@") == 1:
+            local, domain = email.strip().split("@")
+            if local and domain.lower() in settings.FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS:
+                return local
+    elif claim != "sub" and isinstance(claims.get(claim), str) and claims[claim].strip():
+        return str(claims[claim]).strip()
+    if claim != "sub":
+        log.info("OIDC claim %s does not name the new account of subject %s: named after sub", claim, claims["sub"])
+    return str(claims["sub"])
+
+
 def _unique_username(claims: dict[str, Any]) -> str:
-    """A new account's name: ``preferred_username``, else the local part of the email when the
-    provider vouches for it (:func:`verified_email`: an unverified ``alice@…`` named the account
-    ``alice``, which GPU hosts mapping names through NSS ran as their ``alice``: brk35), else ``sub``;
-    ``-2``, ``-3``, … when taken."""
-    base = claims.get("preferred_username") or verified_email(claims).split("@")[0] or claims["sub"]
-    base = _USERNAME_BAD.sub("-", str(base))[:140] or "user"
+    """A new account's name: :func:`new_username`, ``-2``, ``-3``, … when taken (never an existing
+    account: a first login that names ``alice`` when ``alice`` exists gets ``alice-2``)."""
+    base = _USERNAME_BAD.sub("-", new_username(claims))[:140] or "user"
     name, n = base, 1
     while User.objects.filter(username__iexact=name).exists():
         n += 1

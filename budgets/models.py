@@ -224,7 +224,8 @@ class UsageEntry(models.Model):
     """
 
     budget = models.ForeignKey(Budget, on_delete=models.PROTECT, related_name="usage_entries")
-    cluster = models.ForeignKey("scheduler.Cluster", on_delete=models.CASCADE, related_name="usage_entries")
+    # PROTECT (sec63): deleting a cluster deleted the usage imported on it, and budgets' history with it
+    cluster = models.ForeignKey("scheduler.Cluster", on_delete=models.PROTECT, related_name="usage_entries")
     start = models.DateTimeField()
     end = models.DateTimeField(db_index=True)
     gpus = models.PositiveIntegerField("GPUs", null=True, blank=True)

@@ -394,7 +394,7 @@ REST_FRAMEWORK = {
         "anon": env_rate("FAIRWAY_THROTTLE_ANON", "120/min"),
         "user": env_rate("FAIRWAY_THROTTLE_USER", "6000/min"),
         "login": env_rate("FAIRWAY_THROTTLE_LOGIN", "30/min"),  # per client address
-        "login_user": env_rate("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # per user name, any address
+        "login_user": env_rate("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # failures per (user name, address)
         "quote": env_rate("FAIRWAY_THROTTLE_QUOTE", "30/min"),  # per user: a quote is a forward simulation
         "exec": env_rate("FAIRWAY_THROTTLE_EXEC", "30/min"),  # per user: a command on a GPU host (fairway exec)
     },
@@ -612,6 +612,18 @@ FAIRWAY_OIDC_PROVIDER_NAME = env_str("FAIRWAY_OIDC_PROVIDER_NAME", "single sign-
 FAIRWAY_OIDC_GROUPS_CLAIM = env_str("FAIRWAY_OIDC_GROUPS_CLAIM", "groups")
 FAIRWAY_OIDC_LINK_BY_EMAIL = env_bool("FAIRWAY_OIDC_LINK_BY_EMAIL", True)
 FAIRWAY_OIDC_CREATE_USERS = env_bool("FAIRWAY_OIDC_CREATE_USERS", True)
+# The claim a new account is named after (sec63; accounts.oidc.new_username): GPU hosts map user
+# names to Unix users, so by default the provider's own `sub`, never a name people choose there;
+# `email`: the local part of a verified email in one of FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS.
+FAIRWAY_OIDC_USERNAME_CLAIM = env_str("FAIRWAY_OIDC_USERNAME_CLAIM", "sub") or "sub"
+FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS = [
+    d.strip().lower() for d in env_str("FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS", "").split(",") if d.strip()
+]
+if FAIRWAY_OIDC_USERNAME_CLAIM == "email" and not FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS:
+    raise ImproperlyConfigured(
+        "FAIRWAY_OIDC_USERNAME_CLAIM=email names accounts after verified emails of listed domains only:"
+        " set FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS (e.g. lab.example.org)"
+    )
 try:
     from accounts.oidc_rules import parse_group_rules
 

@@ -51,6 +51,14 @@ return {1, n, last or false}
 _scripts: dict[int, Any] = {}  # id(redis client) → its registered script
 
 
+def throttle_script(cache: Any) -> Any:
+    """:data:`SLIDING_LOG` for ``cache`` (a throttle's ``cache``: DRF's default is the settings'
+    default cache), or None when the cache is not Redis."""
+    from django.core.cache import caches
+
+    return _script(caches["default"] if cache is throttling.default_cache else cache)
+
+
 def _script(cache: Any) -> Any:
     """The registered script for ``cache``'s Redis client, or None when the cache is not Redis."""
     backend = getattr(cache, "_cache", None) if isinstance(cache, FairwayRedisCache) else None

@@ -961,13 +961,23 @@ def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> d
     return params
 
 
+def read_pages(api: Api, path: str, params: dict[str, Any], limit: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Up to ``limit`` rows of a paged list, newest first, and the last page read: as many pages as
+    it takes, a page holding at most the server's bound (1000 rows, sec63)."""
+    rows: list[dict[str, Any]] = []
+    while True:
+        page = api.call("GET", path, params={**params, "limit": limit - len(rows), "offset": len(rows)})
+        rows += page["results"]
+        if not page["results"] or not page.get("next") or len(rows) >= limit:
+            return rows[:limit], page
+
+
 def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    params = {**workload_filters(args, everything=args.all), "limit": args.limit}
+    params = workload_filters(args, everything=args.all)
     if args.idle:
         params["idle"] = "true"
     api = Api(config.server, config.token, escape=not args.json)
-    page = api.call("GET", "workloads/", params=params)
-    rows = page["results"]
+    rows, page = read_pages(api, "workloads/", params, args.limit)
     if not rows and args.group is not None:
         _require_group(api, args.group)
     if args.json:
@@ -1998,9 +2008,9 @@ def wait_for(
     if group is not None:
         members = len(entry(lambda: _require_group(api, group))["members"])
 
-        def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:  # every member: one request
-            page = api.call("GET", "workloads/", params={"group": group, "limit": max(members, 1)})
-            return {w["id"]: w for w in sorted(page["results"], key=lambda w: w["id"])}  # newest first: in order
+        def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:  # every member, in pages of the server's most
+            rows, _page = read_pages(api, "workloads/", {"group": group}, max(members, 1))
+            return {w["id"]: w for w in sorted(rows, key=lambda w: w["id"])}  # newest first: in order
 
     else:
 

@@ -12,8 +12,10 @@ from django.db import models
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.text import capfirst
 
 from budgets.admin_search import BudgetPathSearchMixin
+from budgets.models import UsageEntry
 from config.admin_ids import AdminIdsMixin
 from config.errors import ServiceError
 from fairway_cli.numbers import duration_text, gpu_time_text, instant_text
@@ -26,6 +28,7 @@ from scheduler.models import (
     Attempt,
     AttemptGPU,
     Cluster,
+    ClusterHourlyMetrics,
     Host,
     HostEvent,
     JoinToken,
@@ -125,6 +128,16 @@ class ClusterAdmin(AdminIdsMixin, admin.ModelAdmin):
             )
         )
 
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, Any]:
+        """Django's, with a cluster's usage history (its usage entries and hourly metrics, PROTECT:
+        sec63) said in one line per cluster instead of a line per row: such a cluster is kept."""
+        deleted, counts, perms, protected = super().get_deleted_objects(objs, request)
+        history = [line for cluster in objs if (line := usage_history_line(cluster))]
+        if history:
+            rows = {capfirst(m._meta.verbose_name) for m in (UsageEntry, ClusterHourlyMetrics)}
+            protected = [*history, *(p for p in protected if str(p).split(":", 1)[0] not in rows)]
+        return deleted, counts, perms, protected
+
     @admin.display(description="hosts", ordering="n_hosts")
     def host_count(self, obj: Cluster) -> int:
         return obj.n_hosts
@@ -144,6 +157,20 @@ class ClusterAdmin(AdminIdsMixin, admin.ModelAdmin):
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Cluster) -> int:
         return obj.n_gpus
+
+
+def usage_history_line(cluster: Cluster) -> str:
+    """Why ``cluster`` cannot be deleted for its usage history, or "" when it holds none."""
+    entries = UsageEntry.objects.filter(cluster=cluster).count()
+    hours = ClusterHourlyMetrics.objects.filter(cluster=cluster).count()
+    if not entries and not hours:
+        return ""
+    counted = ((entries, "usage entry", "usage entries"), (hours, "hour of metrics", "hours of metrics"))
+    what = " and ".join(f"{n} {word if n == 1 else plural}" for n, word, plural in counted if n)
+    return (
+        f"{cluster.name}: {what}, its usage history (budgets' statements, the standing and the metrics "
+        "read it), is kept: a retired cluster stays, with its hosts removed"
+    )
 
 
 def _gpu_report(gpu: GPU) -> str:

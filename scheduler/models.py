@@ -690,7 +690,8 @@ class ClusterHourlyMetrics(models.Model):
     ``registered ≥ available ≥ occupied (allocated + unallocated) ≥ measured ≥ utilized`` by construction.
     """
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hourly_metrics")
+    # PROTECT (sec63): a cluster with usage history is kept; its hours are the statements' and metrics' past
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="hourly_metrics")
     hour = models.DateTimeField(help_text="start of the hour (UTC)")
     registered_gpu_s = models.FloatField("registered GPU-seconds", default=0.0)
     available_gpu_s = models.FloatField(

@@ -25,6 +25,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.paginator import EmptyPage, Paginator
 from django.db import connection
 from django.db.models import Prefetch, QuerySet
@@ -1320,11 +1321,11 @@ class _ThrottledRequest:
 
 
 class LoginView(auth_views.LoginView):
-    """The web log-in page, with the API login's throttles (``accounts.api.views``): per client
-    address (``FAIRWAY_THROTTLE_LOGIN``, ``FAIRWAY_TRUSTED_PROXIES``) and per user name
-    (``FAIRWAY_THROTTLE_LOGIN_USER``), the same counters (in Redis when REDIS_URL is set): trying
-    passwords on the page and the API together gets no more tries. Over a limit: 429, the form
-    with an error and ``Retry-After``; the password is not checked."""
+    """The web log-in page, with the API login's throttles (``accounts.api.views``): every attempt
+    per client address (``FAIRWAY_THROTTLE_LOGIN``, ``FAIRWAY_TRUSTED_PROXIES``) and failed ones
+    per (user name, address) (``FAIRWAY_THROTTLE_LOGIN_USER``; sec63), the same counters (in Redis
+    when REDIS_URL is set): trying passwords on the page and the API together gets no more tries.
+    Over a limit: 429, the form with an error and ``Retry-After``; the password is not checked."""
 
     template_name = "web/login.html"
 
@@ -1335,11 +1336,11 @@ class LoginView(auth_views.LoginView):
         return context
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        from accounts.api.views import LoginThrottle, LoginUsernameThrottle
+        from accounts.api.views import LoginFailureThrottle, LoginThrottle
 
         probe = _ThrottledRequest(request)
         waits = []
-        for throttle in (LoginThrottle(), LoginUsernameThrottle()):
+        for throttle in (LoginThrottle(), LoginFailureThrottle()):
             if not throttle.allow_request(probe, self):
                 waits.append(throttle.wait() or 60.0)
         if not waits:
@@ -1352,3 +1353,16 @@ class LoginView(auth_views.LoginView):
         response = self.render_to_response(self.get_context_data(form=form), status=429)
         response["Retry-After"] = str(wait_s)
         return response
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        from accounts.api.views import LoginFailureThrottle
+
+        LoginFailureThrottle().succeeded(_ThrottledRequest(self.request))
+        return super().form_valid(form)
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        from accounts.api.views import LoginFailureThrottle
+
+        if form.has_error(NON_FIELD_ERRORS, "invalid_login"):  # a password checked and wrong: a failure
+            LoginFailureThrottle().failed(_ThrottledRequest(self.request))
+        return super().form_invalid(form)

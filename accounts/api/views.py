@@ -27,7 +27,7 @@ from accounts.services import accessible_budget_ids, create_api_token, do_create
 from budgets import tree_memo
 from config.api import FairwayAPIView, FairwayViewSet, prefill
 from config.errors import ServiceError
-from config.throttling import SettingsRate
+from config.throttling import SettingsRate, throttle_script
 
 
 class LoginThrottle(SettingsRate, AnonRateThrottle):
@@ -40,9 +40,24 @@ class LoginThrottle(SettingsRate, AnonRateThrottle):
     scope = "login"
 
 
-class LoginUsernameThrottle(SettingsRate, SimpleRateThrottle):
-    """Login attempts per user name whatever the address (``FAIRWAY_THROTTLE_LOGIN_USER``,
-    default 10/min): guessing one account's password from many addresses is slowed too."""
+class LoginFailureThrottle(SettingsRate, SimpleRateThrottle):
+    """Failed logins per (user name, client address) (``FAIRWAY_THROTTLE_LOGIN_USER``, default
+    10/min; sec63), as django-axes and Keycloak count them.
+
+    :meth:`allow_request` is asked before the password is checked and adds nothing: a pair with
+    ``num_requests`` failures in the last ``duration`` seconds is refused (429, its password not
+    checked); :meth:`failed` adds a failure after a wrong password, :meth:`succeeded` forgets the
+    pair's. Keyed by the name *and* the address (``get_ident``: ``FAIRWAY_TRUSTED_PROXIES``, as
+    :class:`LoginThrottle`): counted per name alone, from any address, every attempt, ten tries
+    from one address kept the person (``admin``) out from everywhere. Guessing one name's password
+    from many addresses is slowed by each address's :class:`LoginThrottle` only: that is the
+    trade (docs/deploy.md, "Login limits").
+
+    The failures are a sliding log under the throttle's cache key: in Redis the list and script of
+    ``config.throttling`` (a peek: the script with a limit of 0; a failure: pushed whatever the
+    count; both atomic), else DRF's list in the cache (tests, no ``REDIS_URL``). The peek and the
+    push are two steps: attempts of one pair sent at once may all pass the peek; each still counts in
+    the address's :class:`LoginThrottle` (atomic), which bounds them."""
 
     scope = "login_user"
 
@@ -53,8 +68,47 @@ class LoginUsernameThrottle(SettingsRate, SimpleRateThrottle):
             return None
         if not isinstance(username, str) or not username.strip():
             return None
-        digest = hashlib.sha256(username.strip().casefold().encode("utf-8", "replace")).hexdigest()
+        pair = f"{self.get_ident(request)}\n{username.strip().casefold()}"
+        digest = hashlib.sha256(pair.encode("utf-8", "replace")).hexdigest()
         return self.cache_format % {"scope": self.scope, "ident": digest}
+
+    def _log(self, request: Request, push: bool) -> bool:
+        """Read (and with ``push`` add to) the pair's failures; False when there is no pair or no rate."""
+        if self.rate is None:
+            return False
+        self.key = self.get_cache_key(request, None)
+        if self.key is None:
+            return False
+        self.now = self.timer()
+        script = throttle_script(self.cache)
+        if script is not None:
+            log_key = self.cache.make_and_validate_key(f"{self.key}:log")
+            limit = 2**31 if push else 0  # 0: refused at once, nothing added; 2**31: always added
+            _allowed, count, oldest = script(keys=[log_key], args=[repr(self.now), self.duration, limit])
+            self._failures = int(count) + (1 if push else 0)
+            self._oldest = float(oldest) if oldest else self.now
+            return True
+        history = [t for t in self.cache.get(self.key, []) if t > self.now - self.duration]
+        if push:
+            history.insert(0, self.now)
+            self.cache.set(self.key, history, self.duration)
+        self._failures = len(history)
+        self._oldest = history[-1] if history else self.now
+        return True
+
+    def allow_request(self, request: Request, view: object) -> bool:
+        return not self._log(request, push=False) or self._failures < self.num_requests
+
+    def wait(self) -> float | None:
+        """Until the oldest failure in the window leaves it."""
+        return max(1.0, self.duration - (self.now - self._oldest))
+
+    def failed(self, request: Request) -> None:
+        self._log(request, push=True)
+
+    def succeeded(self, request: Request) -> None:
+        if self.rate is not None and (key := self.get_cache_key(request, None)) is not None:
+            self.cache.delete(f"{key}:log" if throttle_script(self.cache) is not None else key)
 
 
 def _me(request: Request, user: User) -> dict:
@@ -95,12 +149,12 @@ class LoginView(FairwayAPIView):
     """``POST {"username", "password"}`` → 200 ``{"token": "...", "expiry": null, "user": {...}}``.
 
     The token is shown once (only its digest is stored). Bad credentials: 400
-    ``invalid_credentials``.
+    ``invalid_credentials``, counted for the (user name, address) pair (:class:`LoginFailureThrottle`).
     """
 
     authentication_classes: list = []  # a login needs no prior authentication (and no CSRF)
     permission_classes = [AllowAny]
-    throttle_classes = [LoginThrottle, LoginUsernameThrottle]
+    throttle_classes = [LoginThrottle, LoginFailureThrottle]
 
     def post(self, request: Request) -> Response:
         serializer = LoginSerializer(data=request.data)
@@ -111,7 +165,9 @@ class LoginView(FairwayAPIView):
             password=serializer.validated_data["password"],
         )
         if user is None:
+            LoginFailureThrottle().failed(request)
             raise ServiceError("invalid_credentials", None, "Wrong username or password.")
+        LoginFailureThrottle().succeeded(request)
         instance, token = create_api_token(user)
         return Response(
             {"token": token, "expiry": instance.expiry, "user": _me(request, user)},

@@ -1,5 +1,6 @@
-"""The login throttle (issue 14, finding 7): not bypassed by X-Forwarded-For, keyed by user name
-too, and counted in Redis (shared by every web process) when REDIS_URL is set."""
+"""The login throttle (issue 14, finding 7): not bypassed by X-Forwarded-For, failures keyed by
+user name and address too (sec63), and counted in Redis (shared by every web process) when
+REDIS_URL is set."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ LOGIN = "/api/v1/auth/login/"
 
 @pytest.fixture
 def rates(settings):
-    """Small login rates: 3 per address, 5 per user name (a minute each)."""
+    """Small login rates: 3 per address, 5 failures per user name and address (a minute each)."""
 
     def set_rates(login: str = "3/min", login_user: str = "5/min", proxies: int | None = None) -> None:
         rest = dict(settings.REST_FRAMEWORK)
@@ -53,12 +54,14 @@ def test_behind_one_trusted_proxy_the_address_the_proxy_saw_is_counted(db, rates
     assert _login("other", addr="10.9.9.9", xff="192.0.2.8") == 400  # another client: its own counter
 
 
-def test_one_user_name_is_throttled_from_any_address(db, rates):
+def test_one_user_names_failures_are_throttled_per_address(db, rates):
+    # sec63: counted per name from any address, they locked the person out from everywhere
     rates(login="1000/min")
-    codes = [_login("researcher", addr=f"10.0.1.{i}") for i in range(7)]
+    codes = [_login("researcher", addr="10.0.1.1") for _ in range(7)]
     assert codes == [400] * 5 + [429, 429]
-    assert _login(" Researcher ", addr="10.0.2.1") == 429  # the same name, however written
-    assert _login("teammate", addr="10.0.2.2") == 400
+    assert _login(" Researcher ", addr="10.0.1.1") == 429  # the same name, however written
+    assert _login("researcher", addr="10.0.2.1") == 400  # another address: its own count
+    assert _login("teammate", addr="10.0.1.1") == 400
 
 
 def _settings_in_a_process(env: dict[str, str], code: str) -> str:
@@ -94,16 +97,16 @@ def test_throttle_counts_are_shared_with_another_process(db, rates, redis_cache)
     # Given this process's cache in Redis under a prefix of its own (parallel runs do not collide)
     prefix = redis_cache
     rates(login="1000/min")
-    # When this process spends researcher's login attempts
-    assert [_login("researcher", addr=f"10.0.3.{i}") for i in range(5)] == [400] * 5
+    # When this process spends researcher's failed logins from one address
+    assert [_login("researcher", addr="127.0.0.1") for i in range(5)] == [400] * 5
     # Then another process (same REDIS_URL and prefix) refuses the next one
     code = """
 from django.test import RequestFactory
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
-from accounts.api.views import LoginUsernameThrottle
+from accounts.api.views import LoginFailureThrottle
 raw = RequestFactory().post("/api/v1/auth/login/", '{"username": "researcher"}', content_type="application/json")
-print(LoginUsernameThrottle().allow_request(Request(raw, parsers=[JSONParser()]), None))
+print(LoginFailureThrottle().allow_request(Request(raw, parsers=[JSONParser()]), None))
 """
     env = {"REDIS_URL": os.environ["REDIS_URL"], "FAIRWAY_CACHE_PREFIX": prefix, "FAIRWAY_THROTTLE_LOGIN_USER": "5/min"}
     assert _settings_in_a_process(env, code) == "False"

@@ -33,6 +33,9 @@ def sso(idp: Provider, settings: Any) -> Provider:
     settings.FAIRWAY_OIDC_ISSUER = env["FAIRWAY_OIDC_ISSUER"]
     settings.FAIRWAY_OIDC_PROVIDER_NAME = "Lab IdP"
     settings.FAIRWAY_OIDC_GROUP_RULES = parse_group_rules(RULES)
+    # The test provider's user names are its admin's (no one chooses one): new accounts named after
+    # them, as a lab whose provider works so would set it (the default is sub: test_sec63_username_claim)
+    settings.FAIRWAY_OIDC_USERNAME_CLAIM = "preferred_username"
     settings.OIDC_RP_CLIENT_ID = env["FAIRWAY_OIDC_CLIENT_ID"]
     settings.OIDC_RP_CLIENT_SECRET = env["FAIRWAY_OIDC_CLIENT_SECRET"]
     settings.OIDC_OP_AUTHORIZATION_ENDPOINT = env["FAIRWAY_OIDC_AUTHORIZATION_ENDPOINT"]

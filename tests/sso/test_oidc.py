@@ -204,7 +204,8 @@ def test_an_unverified_email_does_not_name_a_new_account(sso: Provider, org_tree
     whether the provider vouched for the email or not: anyone who could put ``alice@…`` on an
     account at the provider unproven got the Fairway account ``alice``, and on GPU hosts that map
     user names through NSS (docs/isolation.md) their workloads ran as the host's ``alice``. Only a
-    verified email names an account (as only a verified one is copied or links); else ``sub``."""
+    verified email names an account, and only with ``FAIRWAY_OIDC_USERNAME_CLAIM=email`` in a listed
+    domain (sec63); else ``sub``."""
     add_person(sso, "mallory", groups=[], email="alice@lab.example.org", verified=said)
     del sso.users["mallory"]["claims"]["preferred_username"]
     client = Client()
@@ -214,9 +215,17 @@ def test_an_unverified_email_does_not_name_a_new_account(sso: Provider, org_tree
     assert not User.objects.filter(username="alice").exists()
 
 
-def test_a_verified_email_still_names_a_new_account_without_a_preferred_username(sso: Provider, org_tree):
+def test_a_verified_email_names_a_new_account_only_with_the_email_claim(sso: Provider, org_tree, settings):
+    # sec63: a verified email of any domain named the account when no preferred_username came;
+    # only FAIRWAY_OIDC_USERNAME_CLAIM=email does now, for the listed domains (test_sec63_username_claim)
     add_person(sso, "kim", groups=[], email="kim.l@lab.example.org")
     del sso.users["kim"]["claims"]["preferred_username"]
     client = Client()
     assert sso_login(client, sso, "kim")["Location"] == "/"
-    assert User.objects.get(pk=int(client.session["_auth_user_id"])).username == "kim.l"
+    assert User.objects.get(pk=int(client.session["_auth_user_id"])).username == "sub-kim-0001"
+    settings.FAIRWAY_OIDC_USERNAME_CLAIM, settings.FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS = "email", ["lab.example.org"]
+    settings.FAIRWAY_OIDC_LINK_BY_EMAIL = False
+    add_person(sso, "kim2", groups=[], email="kim.m@lab.example.org")
+    other = Client()
+    sso_login(other, sso, "kim2")
+    assert User.objects.get(pk=int(other.session["_auth_user_id"])).username == "kim.m"
