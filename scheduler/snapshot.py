@@ -14,7 +14,7 @@ import gc
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -89,6 +89,12 @@ class SnapshotIndex:
     # budget pk → allocated GPU-seconds of its subtree over its cap period, for each budget with a cap
     # (what ``capped`` compared with the cap, ``policy.caps.cap_state``; the budgets page's "412 used", try38)
     cap_used: dict[int, int] = field(default_factory=dict)
+    # Only of a snapshot read for a simulation (``load_snapshot(..., simulated=True)``, live keys),
+    # else None: the workloads of its open attempts as policy workloads (the forward simulation
+    # requeues what it preempts) and the wall-time limits of those and of its pending workloads,
+    # read with their rows (``scheduler.estimates.running_workloads``, ``wall_time_limits``)
+    running: dict[str, p.Workload] | None = None
+    limits: dict[str, int] | None = None
 
     def pk_of(self) -> Callable[[str], int]:
         """The function from the policy's workload id to the workload's pk (a plain ``int`` live)."""
@@ -137,6 +143,7 @@ def load_snapshot(
     *,
     workload_key: Callable[[int], str] = str,
     with_cap_records: bool = True,
+    simulated: bool = False,
 ) -> tuple[p.Snapshot, SnapshotIndex]:
     """Read cluster ``cluster`` at ``now`` (aware datetime) into a policy snapshot.
 
@@ -156,9 +163,13 @@ def load_snapshot(
     (:func:`cap_totals`, the same one query; left44). The hosts' and GPUs' two
     queries read only their volatile rows while the process keeps the stable ones
     (:func:`_hardware_kept`; :func:`_hardware_plain`, every row, is its oracle).
+    ``simulated`` (estimates and quotes, live keys only) also reads, in the same two queries, what
+    a forward simulation needs beyond the policy's snapshot: the open attempts' workloads' other
+    requests and every wall-time limit (``SnapshotIndex.running``, ``limits``); the tick reads
+    neither (db63: they were two more queries per run, one an ``IN`` list of 25,000 ids).
     """
     with collector_paused():
-        return _load_snapshot(cluster, now, workload_key, with_cap_records=with_cap_records)
+        return _load_snapshot(cluster, now, workload_key, with_cap_records=with_cap_records, simulated=simulated)
 
 
 @contextmanager
@@ -187,6 +198,7 @@ def _load_snapshot(
     hardware: Callable[[int, SnapshotIndex], _HostsRead] | None = None,
     *,
     with_cap_records: bool = True,
+    simulated: bool = False,
 ) -> tuple[p.Snapshot, SnapshotIndex]:
     """The snapshot; ``hardware``: how its hosts and GPUs are read (default :func:`_hardware_kept`;
     :func:`_hardware_plain` reads every row, the oracle)."""
@@ -227,8 +239,9 @@ def _load_snapshot(
     # them per open attempt (0.3-1.3 s a read in the tick at 1,000 hosts; "lat32" in
     # docs/benchmarks/api_load.md). Open attempts come by the ``ended_at`` index, their workloads by
     # primary key, their GPUs by the ``attempt`` index, whatever the statistics.
+    simulated = simulated and workload_key is str  # the facts are keyed by the live ids
     attempt_rows = [
-        row[:-1]
+        row
         for row in Attempt.objects.filter(ended_at__isnull=True)
         .annotate(
             started_s=_epoch_col(Attempt, "started_at", up=True),
@@ -245,9 +258,10 @@ def _load_snapshot(
             "workload__cpus",
             "workload__memory_bytes",
             "workload__cluster_id",
+            *(_RUNNING_FIELDS if simulated else ()),
         )
         .order_by("id")
-        if row[-1] == cluster_id
+        if row[9] == cluster_id
     ]
     links: dict[int, list[tuple[int, int]]] = defaultdict(list)
     # an attempt's GPU rows close with its end, in the same transaction
@@ -267,7 +281,7 @@ def _load_snapshot(
     key = str if workload_key is str else named  # live: no map, ids are the pks as text
 
     attempts: list[p.Attempt] = []
-    for aid, wid, bid, allocated, min_runtime, started_s, stop_s, cpus, memory in attempt_rows:
+    for aid, wid, bid, allocated, min_runtime, started_s, stop_s, cpus, memory, *_rest in attempt_rows:
         gpu_ids = tuple(gid for _rank, gid in sorted(links.get(aid, ()), key=lambda rg: (rg[0], gpu_ref_by_id[rg[1]])))
         if not gpu_ids:
             continue  # ended between the two reads (READ COMMITTED): it holds nothing any more
@@ -311,6 +325,7 @@ def _load_snapshot(
         None if with_cap_records else cap_totals(caps, cap_members_of, now, cluster_id, counted_open=counted_open)
     )
 
+    limits: dict[str, int] | None = {} if simulated else None
     pending: list[p.Workload] = []
     kept = _kept_pending.get(cluster_id) or _KeptPending()
     made = _KeptPending()
@@ -332,7 +347,7 @@ def _load_snapshot(
         limit,
         version,
         hold,
-    ) in _pending_rows(cluster_id):
+    ) in _pending_rows(cluster_id, limits):
         detail = made.details.get(detail_text)
         if detail is None:
             detail = kept.details.get(detail_text)
@@ -374,6 +389,8 @@ def _load_snapshot(
             .values_list("group_id", "n")
         )
         group_limits = {str(g): (lim, holding.get(g, 0)) for g, lim in sorted(capped_groups.items())}
+    if limits is not None:
+        index.running, index.limits = _running_facts(attempt_rows, index, group_limits, limits)
 
     if caps:  # DESIGN.md §3.7, the rule stated once (scheduler/policy/caps.py)
         if cap_sums is None:
@@ -687,10 +704,12 @@ def forget_kept() -> None:
     _kept_pending.clear()
 
 
-def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
+def _pending_rows(cluster_id: int, limits: dict[str, int] | None = None) -> list[tuple[Any, ...]]:
     """The pending workloads of ``cluster_id`` as rows: (pk, budget pk, GPUs, model, ``M``,
     submitted at (epoch seconds), seq, reason, detail (the stored JSON as text), CPUs, memory,
     waiting, group pk, group's ``%N`` limit, ``spec_version``, its own hold), in pk order.
+    ``limits`` (a simulated snapshot's): each one's wall-time limit is read too and put there (pk
+    as text → ``max_runtime_s``, those that have one), the rows returned as without it.
 
     The detail is selected as text: no converter runs per row (Django's JSON field decodes
     each one; :func:`load_snapshot` decodes only the texts it has not met). ``waiting`` is one
@@ -733,11 +752,68 @@ def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
             "group__limit",
             "spec_version",
             "hold",
+            *(("max_runtime_s",) if limits is not None else ()),
         )
         .order_by()
     )
     rows.sort(key=itemgetter(0))
+    if limits is not None:
+        limits.update((str(row[0]), int(row[-1])) for row in rows if row[-1] is not None)
+        rows = [row[:-1] for row in rows]
     return rows
+
+
+_RUNNING_FIELDS = (
+    "workload__gpu_count",
+    "workload__gpu_model",
+    "workload__submitted_at",
+    "workload__seq",
+    "workload__group_id",
+    "workload__max_runtime_s",
+)
+"""What a simulated snapshot reads more of each open attempt's workload (:func:`_running_facts`)."""
+
+
+def _running_facts(
+    attempt_rows: list[tuple[Any, ...]],
+    index: SnapshotIndex,
+    group_limits: Mapping[str, tuple[int, int]],
+    limits: dict[str, int],
+) -> tuple[dict[str, p.Workload], dict[str, int]]:
+    """A simulated snapshot's ``SnapshotIndex.running`` and ``limits``: the workloads of its open
+    attempts (those it kept, ``index.attempts``) as policy workloads, by :func:`policy_workload` as
+    every workload, with their original submission time and sequence number, and with their array
+    group where the snapshot caps it (``group_limits``); their wall-time limits added to
+    ``limits`` (the pending ones' already there)."""
+    running: dict[str, p.Workload] = {}
+    for (
+        aid,
+        wid,
+        bid,
+        _allocated,
+        m,
+        _started,
+        _stop,
+        cpus,
+        memory,
+        _cluster,
+        n,
+        model,
+        sub,
+        seq,
+        g,
+        limit,
+    ) in attempt_rows:
+        if aid not in index.attempts:
+            continue
+        key = str(wid)
+        group = str(g) if g is not None and str(g) in group_limits else None
+        running[key] = policy_workload(
+            key, bid, n, model, m, sub, seq if seq is not None else wid, cpus, memory, group=group
+        )
+        if limit is not None:
+            limits[key] = int(limit)
+    return running, limits
 
 
 def _pk_in(model: Any, column: str, ids: list[int]) -> Q | RawSQL:
