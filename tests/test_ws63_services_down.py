@@ -197,7 +197,7 @@ class InputLostLayer(InMemoryChannelLayer):
     lost = False
 
     async def send(self, channel: str, message: dict) -> None:
-        if InputLostLayer.lost and message.get("type") == "exec.tty.input":
+        if InputLostLayer.lost and message.get("type") in ("exec.tty.input", "exec.data"):  # text or bytes (pf63)
             import redis.exceptions
 
             raise redis.exceptions.ConnectionError("Connection closed by server.")
