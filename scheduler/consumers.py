@@ -34,7 +34,6 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import functools
 import logging
 import time
 import weakref
@@ -43,9 +42,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from channels.consumer import get_handler_name
-from channels.exceptions import StopConsumer
-from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
@@ -54,6 +50,7 @@ from agent import protocol
 from config.errors import ServiceError
 from scheduler import gateway, lifecycle
 from scheduler.gateway import agent_db
+from scheduler.layer_read import LayerReadConsumer
 from scheduler.models import Attempt, Host
 
 logger = logging.getLogger(__name__)
@@ -89,25 +86,6 @@ connects again, as after any close but a removal's."""
 LAYER_UNREACHABLE_REASON = "the server cannot reach its channel layer (Redis); connect again"
 DATABASE_UNREACHABLE_REASON = "the server cannot reach its database; connect again"
 """The close reason of a connection whose database work failed for want of the database (ws63)."""
-READ_END = "agent.read.end"
-"""Message type a connection sends its own channel to end its channel-layer read (:meth:`AgentConsumer.__call__`)."""
-READ_END_S = 10.0
-"""How long an ending connection waits for its channel-layer read to end on :data:`READ_END`."""
-READ_END_LOCAL_TURNS = 10
-"""Event-loop turns a :data:`READ_END` put in the layer's own buffer may take to end the read
-before one is sent through Redis (the read holding the process's shared Redis read waits there)."""
-
-
-def _end_read_locally(layer: Any, channel: str) -> bool:
-    """Put :data:`READ_END` in channels-redis's in-process buffer of ``channel`` (a process-local
-    ``!`` channel: its ``receive`` returns what that buffer holds, first come); False for any
-    other layer. The buffer is channels-redis's own (``RedisChannelLayer.receive_buffer``, 4.x);
-    without it the message goes through the layer as before."""
-    buffers = getattr(layer, "receive_buffer", None)
-    if "!" not in channel or not isinstance(buffers, collections.defaultdict):
-        return False
-    buffers[channel].put_nowait({"type": READ_END})
-    return True
 
 
 def _bearer_token(scope: dict[str, Any]) -> str:
@@ -474,8 +452,11 @@ def _desired(view: gateway.AgentView) -> list[protocol.Message] | None:
     return gateway.desired_commands_many([view])[view.host_id]
 
 
-class AgentConsumer(AsyncWebsocketConsumer):
-    """One agent connection at ``/ws/agent/``, member of group ``host.<id>``."""
+class AgentConsumer(LayerReadConsumer):
+    """One agent connection at ``/ws/agent/``, member of group ``host.<id>``; its channel-layer read
+    is ended by a message, never cancelled (:mod:`scheduler.layer_read`, sig28)."""
+
+    READ_OF = "agent connection"
 
     host: Host | None = None
     handler: asyncio.Task[None] | None = None
@@ -548,47 +529,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
             return
         logger.info("agent of host %s connected from %s", host.name, self.scope.get("client"))
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Channels' ``AsyncConsumer.__call__``, ending its channel-layer read without cancelling it.
-
-        Channels cancels the connection's two reads when it stops (the socket's and the channel
-        layer's) and awaits both. A cancelled ``RedisChannelLayer.receive`` that holds the
-        process's shared reader is a BZPOPMIN cancelled inside redis-py (the connection is
-        disconnected and released to the pool under its lock, in the cancelled task): on a
-        SIGTERM'd web process, where every agent connection ends at once, such a read at times
-        never ended, so uvicorn waited for the connection until ``--timeout-graceful-shutdown``
-        and the process manager's SIGKILL came first; a read left running, cancelled again later
-        (sig27's bound), hung ``asyncio.run``'s end. Here the socket's read (uvicorn's queue) is
-        cancelled as before, but the channel layer's is ended by a message: the connection sends
-        :data:`READ_END` to its own channel and reads until it comes (what comes before it is for
-        a closed connection and is dropped), so no Redis command is ever interrupted."""
-        self.scope = scope
-        self.channel_layer = get_channel_layer(self.channel_layer_alias)
-        self.channel_name = await self.channel_layer.new_channel()
-        self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
-        self.base_send = send
-        reads = {"socket": receive, "layer": self.channel_receive}
-        tasks = {name: asyncio.ensure_future(read()) for name, read in reads.items()}
-        try:
-            while True:
-                await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
-                for name, task in list(tasks.items()):
-                    if not task.done():
-                        continue
-                    if name == "layer" and isinstance(task.exception(), gateway.LAYER_UNREACHABLE):
-                        del tasks["layer"]  # Redis went away (db61): no more reads, the socket is closed
-                        await self._layer_unreachable(task.exception())  # type: ignore[arg-type]
-                        continue
-                    await self.dispatch(task.result())
-                    tasks[name] = asyncio.ensure_future(reads[name]())
-        except StopConsumer:
-            pass
-        finally:
-            tasks["socket"].cancel()
-            with contextlib.suppress(BaseException):
-                await tasks["socket"]
-            if "layer" in tasks:
-                await self._end_layer_read(tasks["layer"])
+    async def layer_read_failed(self, exc: BaseException) -> None:
+        """The connection's channel-layer read failed (:class:`~scheduler.layer_read.LayerReadConsumer`):
+        Redis went away (db61), the socket is closed (:meth:`_layer_unreachable`)."""
+        await self._layer_unreachable(exc)
 
     async def _layer_unreachable(self, exc: BaseException) -> None:
         """The channel layer (Redis) cannot be reached (a restart; db61: a traceback, and the
@@ -635,56 +579,6 @@ class AgentConsumer(AsyncWebsocketConsumer):
             gateway.hub().unregister(self.host.pk, self)
         with contextlib.suppress(Exception):
             await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=DATABASE_UNREACHABLE_REASON)
-
-    async def _end_layer_read(self, read: asyncio.Future[Any]) -> None:
-        """End the channel-layer read ``read`` with a :data:`READ_END` message to this connection's
-        channel, never by cancelling it (:meth:`__call__`); bounded by :data:`READ_END_S`, past
-        which the read is left to end when the message comes.
-
-        On channels-redis the message is first put in the layer's own buffer of this channel
-        (:func:`_end_read_locally`), where the read waits unless it is the one holding the
-        process's shared Redis read: no Redis round trip. Sent through Redis, each connection's
-        message took its turn in that one read, a message at a time (two round trips and an event
-        loop turn each): 1,000 agents leaving at once left reads waiting past the 10 s bound,
-        reads cancelled, and a web process that needed SIGKILL at its stop (web29). Through Redis
-        it is sent only when the local message did not end the read within
-        :data:`READ_END_LOCAL_TURNS` turns of the event loop (the read holding the shared read
-        waits for a message from Redis, not on the buffer), or for other layers."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + READ_END_S
-        if _end_read_locally(self.channel_layer, self.channel_name):
-            for _ in range(READ_END_LOCAL_TURNS):  # a read waiting on the buffer ends in ~3 turns
-                if read.done():
-                    break
-                await asyncio.sleep(0)
-        if not read.done() and not await self._send_read_end(read):
-            return
-        while True:
-            await asyncio.wait([read], timeout=max(0.0, deadline - loop.time()))
-            if not read.done():
-                logger.warning("the channel read of a closed agent connection did not end in %gs", READ_END_S)
-                return
-            if read.cancelled() or read.exception() is not None or read.result().get("type") == READ_END:
-                return
-            read = asyncio.ensure_future(self.channel_receive())  # a message for the closed connection
-
-    async def _send_read_end(self, read: asyncio.Future[Any]) -> bool:
-        """Send :data:`READ_END` through the channel layer; False when it could not be sent (Redis
-        unreachable), after cancelling ``read``, which nothing else can end then (once, awaited)."""
-        sent = asyncio.ensure_future(self.channel_layer.send(self.channel_name, {"type": READ_END}))
-        await asyncio.wait([sent], timeout=READ_END_S)
-        if sent.done() and not sent.cancelled() and sent.exception() is None:
-            return True
-        logger.warning("could not end the channel read of a closed agent connection; cancelling it")
-        if not sent.done():
-            sent.cancel()
-        read.cancel()
-        with contextlib.suppress(BaseException):
-            await read
-        return False
-
-    async def agent_read_end(self, message: dict[str, Any]) -> None:
-        """:data:`READ_END` read while the connection runs: not possible (sent only at its end)."""
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its ``aclose_old_connections()`` before every message.

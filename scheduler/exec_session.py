@@ -21,7 +21,9 @@ channel layer (Redis) unreachable, before the agent's connection took it, is the
 503 ``exec_unavailable`` (:func:`scheduler.execs.layer_unavailable`), after, the same code saying
 the session was ended; the database lost while it opens (its token's or its attempt's lookup) is
 the API's 503 ``database_unavailable`` (``database_busy``: no connection to be had;
-:func:`scheduler.gateway.run_in_db_thread`); either closes 4503.
+:func:`scheduler.gateway.run_in_db_thread`); either closes 4503. The connection's channel-layer read
+is ended by a message to its own channel, never cancelled (:mod:`scheduler.layer_read`; stream63: a
+cancelled read could lose the session's close on its way to the agent's connection).
 
 Flow control: the agent sends at most ``EXEC_TTY_WINDOW`` bytes (and ``EXEC_TTY_WINDOW_CHUNKS``
 messages) of output ahead of the acknowledgements this connection sends once each is written to
@@ -50,17 +52,16 @@ import codecs
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.consumer import get_handler_name
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agent.protocol import EXEC_CHUNK_BYTES, EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, one_persons_share
 from config.errors import ServiceError
 from scheduler import execs, gateway
 from scheduler.gateway import agent_db
+from scheduler.layer_read import LayerReadConsumer
 from scheduler.management.commands.serve import WS_PING_INTERVAL_S, WS_PING_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
@@ -121,11 +122,6 @@ def _give_back_session(user_id: int) -> None:
         _held[user_id] = left
 
 
-LAYER_LOST = "stream.layer.lost"
-"""Message type this connection's channel-layer read gives once the layer failed
-(:meth:`AttemptStreamConsumer.channel_receive`)."""
-
-
 @agent_db  # the database lost: its refusal, 503 database_unavailable (gateway.run_in_db_thread)
 def _token_user(header: str) -> Any:
     return execs.token_user(header)
@@ -143,7 +139,7 @@ def _authorization(scope: dict[str, Any]) -> str:
     return ""
 
 
-class AttemptStreamConsumer(AsyncWebsocketConsumer):
+class AttemptStreamConsumer(LayerReadConsumer):
     """What an interactive session's websocket (``/ws/exec/``) and a forwarded connection's
     (``/ws/port-forward/``, :mod:`scheduler.port_forward`) share: the token, the first frame's
     checks (:meth:`check`), the open through the host's group (:meth:`open_event`), the agent's
@@ -159,30 +155,19 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
     NOUN = "session"
     PORT = False
     """A forwarded connection (its refusals speak of a connection, not a command)."""
+    READ_OF = "exec or port-forward connection"
     accepted = False
     layer_error: BaseException | None = None
-    """The channel layer's failure, once its read failed (:meth:`stream_layer_lost`)."""
+    """The channel layer's failure, once its read failed (:meth:`layer_read_failed`)."""
 
-    @property
-    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
-        """Channels' read of this connection's channel, which gives :data:`LAYER_LOST` once when
-        the layer (Redis) cannot be reached, then waits for good (ws63: the failure ended the
-        consumer with a traceback, the socket closed 1011 or its handshake refused)."""
-        return self._guarded_read
-
-    @channel_receive.setter
-    def channel_receive(self, read: Callable[[], Awaitable[dict[str, Any]]]) -> None:
-        async def guarded() -> dict[str, Any]:
-            if self.layer_error is None:
-                try:
-                    return await read()
-                except gateway.LAYER_UNREACHABLE as exc:
-                    self.layer_error = exc
-                    return {"type": LAYER_LOST}
-            await asyncio.Event().wait()  # nothing more comes; cancelled when the consumer ends
-            raise AssertionError  # pragma: no cover
-
-        self._guarded_read = guarded
+    async def layer_read_failed(self, exc: BaseException) -> None:
+        """This connection's channel-layer read failed (:class:`~scheduler.layer_read.LayerReadConsumer`):
+        the layer (Redis) cannot be reached (ws63: the failure ended the consumer with a traceback,
+        the socket closed 1011 or its handshake refused); said now, or by :meth:`connect` once
+        the socket is accepted."""
+        self.layer_error = exc
+        if self.accepted:
+            await self._layer_lost(exc)
 
     async def check(self, data: Any) -> Any:
         """The first frame checked for ``self.user``: a target with ``host_id``, ``host_name``
@@ -337,11 +322,6 @@ class AttemptStreamConsumer(AsyncWebsocketConsumer):
 
     async def _end_with_agent_error(self, error: str, message: str) -> None:
         await self.refuse(self.agent_refusal(error, message))
-
-    async def stream_layer_lost(self, message: dict[str, Any]) -> None:
-        """:data:`LAYER_LOST`: this connection's channel-layer read failed."""
-        if self.accepted and self.layer_error is not None:  # else connect() says it once accepted
-            await self._layer_lost(self.layer_error)
 
     async def _layer_lost(self, exc: BaseException) -> None:
         """The channel layer (Redis) cannot be reached: before the agent's connection took it, the

@@ -1,7 +1,7 @@
 """Many agent connections ending at once, on the Redis channel layer (web29).
 
 Each ending connection ends its channel-layer read with a read-end message (sig28, never by
-cancelling it: scheduler/consumers.py, ``AgentConsumer.__call__``). Sent through Redis, every one
+cancelling it: scheduler/layer_read.py, ``LayerReadConsumer``). Sent through Redis, every one
 of those messages took its turn in the process's one shared Redis read, a message at a time: with
 1,000 agents leaving a web process at once (``bench/agents_load.py --agents 1000 --layout``'s stop)
 reads waited past the 10 s bound, were cancelled or left running, and the web process needed
@@ -25,7 +25,7 @@ from channels.testing import WebsocketCommunicator
 
 from agent import protocol
 from config.asgi import application
-from scheduler import consumers
+from scheduler import consumers, layer_read
 from scheduler.models import Cluster
 from tests.e2e.test_redis_log_tails import REDIS_URL, _redis_answers, redis_layer  # noqa: F401 -- a fixture
 
@@ -62,7 +62,7 @@ def test_many_connections_ending_at_once_end_their_reads_without_a_redis_message
         send = layer.send
 
         async def counted_send(channel: str, message: dict) -> None:
-            if message.get("type") == consumers.READ_END:
+            if message.get("type") == layer_read.READ_END:
                 ends.append(channel)
             await send(channel, message)
 
