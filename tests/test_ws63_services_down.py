@@ -44,6 +44,7 @@ from scheduler import execs, lifecycle
 from scheduler.models import Attempt, Cluster
 from scheduler.services import do_register_host, do_submit_workload
 from scheduler.tick import run_tick
+from tests.api.test_exec_session import _take
 
 DEAD_REDIS = {
     "default": {
@@ -220,7 +221,7 @@ def test_a_started_session_whose_input_redis_could_not_send_is_ended_with_words(
         assert (await comm.connect(timeout=10))[0]
         await comm.send_to(text_data=json.dumps(_first_frame("/ws/exec/", w.pk)))
         opened = await asyncio.wait_for(agents.receive(agent), 10)
-        await agents.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 7})
+        await _take(agents, opened["reply_to"], opened, agent, 7)
         assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
         InputLostLayer.lost = True
         try:

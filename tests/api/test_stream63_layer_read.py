@@ -23,7 +23,7 @@ from channels.testing import WebsocketCommunicator
 
 from config.asgi import application
 from scheduler import exec_session
-from tests.api.test_exec_session import _fake_agent, _run, first_frame, running, token_of
+from tests.api.test_exec_session import _fake_agent, _run, _take, first_frame, running, token_of
 
 __all__ = ["running"]  # a fixture, used by name
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
@@ -55,7 +55,7 @@ def test_a_streams_end_reaches_the_agent_and_its_layer_read_is_never_cancelled(
         assert (await comm.connect())[0]
         await comm.send_to(text_data=json.dumps(first))
         opened = await asyncio.wait_for(layer.receive(agent), 10)
-        await layer.send(opened["reply_to"], {"type": "exec.tty.opened", "agent": agent, "ref": 9})
+        await _take(layer, opened["reply_to"], opened, agent, 9)
         assert json.loads(await comm.receive_from(timeout=10))["type"] == "started"
         # When the reader leaves
         await comm.disconnect(timeout=20)
