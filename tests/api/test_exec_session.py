@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import uuid
 from typing import Any
 
 import pytest
@@ -127,12 +126,12 @@ async def _take(layer: Any, reader: str, opened: dict[str, Any], agent: str, ref
 
 
 async def _fake_agent(host_id: int) -> tuple[Any, str]:
-    """A channel in the host's group that plays its agent's connection: a plain one, not one of this
-    process's ``specific.…!`` channels, whose messages channels-redis pops from one list for all of
-    them (pf63: the reader's close, sent as its consumer ended, was popped by that consumer's
-    cancelled receive and lost, about one run in three once the session had an ``exec.started``)."""
+    """A channel in the host's group that plays its agent's connection: one of this process's
+    ``specific.…!`` channels, as the real agent's connection is, whose messages channels-redis pops
+    from one list for all of them (a stream consumer's cancelled read once lost the close it had
+    just sent here: stream63, tests/api/test_stream63_layer_read.py)."""
     layer = get_channel_layer()
-    channel = f"fake-agent.{uuid.uuid4().hex}"
+    channel = await layer.new_channel()
     await layer.group_add(gateway.host_group(host_id), channel)
     return layer, channel
 
