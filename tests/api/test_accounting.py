@@ -151,7 +151,7 @@ def test_cli_ls_show_history_and_share(preempted_once, researcher, monkeypatch):
     assert head[:4] == ["Account", "RawShares", "NormShares", "RawUsage"]
     olmo = next(line for line in share.splitlines() if line.strip().startswith("olmo"))
     tulu = next(line for line in share.splitlines() if line.strip().startswith("tulu"))
-    assert "2/2" in olmo.split() and "1/2" in tulu.split()  # rank among its siblings: less used first
+    assert "2nd of 2" in olmo and "1st of 2" in tulu  # rank among its siblings (rank_words): less used first
     assert olmo.split()[3] == "6.000"  # RawUsage, GPU-hours
 
 
