@@ -115,6 +115,15 @@ def _ended(end: _End, frame: dict[str, Any]) -> None:
         end.refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
 
 
+def acked(frame: dict[str, Any], credit: threading.Condition, unacked: list[int]) -> None:
+    """Take the server's ``ack`` ``frame`` off ``unacked`` (bytes, frames sent and not yet taken in
+    by the workload) and wake the sender waiting on ``credit`` (``relay_pipe``'s and port-forward's)."""
+    with credit:
+        unacked[0] -= int(frame["bytes"])
+        unacked[1] -= int(frame["chunks"])
+        credit.notify_all()
+
+
 def _sent(ws: WebSocket, frame: str | bytes, broke: Any) -> bool:
     """Send ``frame`` (text: a control frame; bytes: input); a connection that broke (EPIPE,
     ECONNRESET) is the session's end, told to ``broke`` (brk61: its OSError left ``relay``: a
@@ -243,10 +252,7 @@ def relay_pipe(ws: WebSocket, stdin: BinaryIO, stdout: BinaryIO, stderr: BinaryI
                 elif kind == OP_TEXT:
                     frame = json.loads(payload)
                     if frame.get("type") == "ack":
-                        with credit:
-                            unacked[0] -= int(frame["bytes"])
-                            unacked[1] -= int(frame["chunks"])
-                            credit.notify_all()
+                        acked(frame, credit, unacked)
                     else:
                         _ended(end, frame)
                 elif kind == OP_CLOSE:
