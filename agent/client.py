@@ -930,18 +930,9 @@ class Agent:
                 on=conn,
             )
         except Exception as exc:  # answered all the same, as exec's (brk61: its reader waited for ever)
-            log.exception("interactive exec in attempt %d failed", msg.attempt_id)
-            if session is not None:
-                with contextlib.suppress(Exception):
-                    await session.close()
-            why = f"the agent could not run it: {type(exc).__name__}: {exc}"
-            await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
+            await self._exec_failed("interactive", msg.attempt_id, msg.id, session, exc, conn)
         finally:
-            tty.closing = True
-            if session is not None:
-                session.finish()
-            if self._ttys.get(msg.id) is tty:
-                del self._ttys[msg.id]
+            self._exec_done(msg.id, tty, session)
 
     async def _run_pipe(self, msg: ExecPipe, tty: _Tty, conn: Any = None) -> None:
         """Run an ``exec_pipe``: start its command in the attempt's containment (the runtime's), on a
@@ -1013,18 +1004,31 @@ class Agent:
             )
             await self._send(result, on=conn)
         except Exception as exc:  # answered all the same, as a session's
-            log.exception("piped exec in attempt %d failed", msg.attempt_id)
-            if session is not None:
-                with contextlib.suppress(Exception):
-                    await session.close()
-            why = f"the agent could not run it: {type(exc).__name__}: {exc}"
-            await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
+            await self._exec_failed("piped", msg.attempt_id, msg.id, session, exc, conn)
         finally:
-            tty.closing = True
-            if session is not None:
-                session.finish()
-            if self._ttys.get(msg.id) is tty:
-                del self._ttys[msg.id]
+            self._exec_done(msg.id, tty, session)
+
+    async def _exec_failed(
+        self, what: str, attempt_id: int, ref: int, session: TtySession | PipeSession | None, exc: Exception, conn: Any
+    ) -> None:
+        """Answer the session ``ref`` that failed with ``exc`` (``what``: its kind, for the log): the
+        error logged, its session closed, ``error exec_failed`` sent (one ending for :meth:`_run_tty`'s
+        and :meth:`_run_pipe`'s)."""
+        log.exception("%s exec in attempt %d failed", what, attempt_id)
+        if session is not None:
+            with contextlib.suppress(Exception):
+                await session.close()
+        why = f"the agent could not run it: {type(exc).__name__}: {exc}"
+        await self._send(Error(code="exec_failed", message=why[:4000], ref=ref), on=conn)
+
+    def _exec_done(self, ref: int, tty: _Tty, session: TtySession | PipeSession | None) -> None:
+        """The session ``ref`` ended, however: ``tty`` closing, its session finished, ``ref`` forgotten
+        (the last step of :meth:`_run_tty`'s and :meth:`_run_pipe`'s)."""
+        tty.closing = True
+        if session is not None:
+            session.finish()
+        if self._ttys.get(ref) is tty:
+            del self._ttys[ref]
 
     async def _idle(self, ref: int, stream: _Stream) -> None:
         """Close the session or forwarded connection ``ref`` once nothing went in or out for its ``idle_s``."""

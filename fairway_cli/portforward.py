@@ -111,10 +111,7 @@ def relay(ws: WebSocket, conn: socket.socket) -> session.SessionRefused | None:
             elif kind == OP_TEXT:
                 frame = json.loads(payload)
                 if frame.get("type") == "ack":
-                    with credit:
-                        unacked[0] -= int(frame["bytes"])
-                        unacked[1] -= int(frame["chunks"])
-                        credit.notify_all()
+                    session.acked(frame, credit, unacked)
                 elif frame.get("type") == "eof":
                     conn.shutdown(socket.SHUT_WR)
                 elif frame.get("type") == "error":

@@ -105,6 +105,25 @@ def open_session(
         raise
 
 
+def _ended(end: _End, frame: dict[str, Any]) -> None:
+    """Keep the server's text ``frame`` that ends a session in ``end``: an ``exit`` (its code, whether
+    it was idle too long, the agent's words), an ``error`` (its refusal); any other is not an end."""
+    if frame.get("type") == "exit":
+        end.exit_code, end.timed_out = int(frame["exit_code"]), bool(frame.get("timed_out"))
+        end.why = str(frame.get("message") or "")
+    elif frame.get("type") == "error":
+        end.refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
+
+
+def acked(frame: dict[str, Any], credit: threading.Condition, unacked: list[int]) -> None:
+    """Take the server's ``ack`` ``frame`` off ``unacked`` (bytes, frames sent and not yet taken in
+    by the workload) and wake the sender waiting on ``credit`` (``relay_pipe``'s and port-forward's)."""
+    with credit:
+        unacked[0] -= int(frame["bytes"])
+        unacked[1] -= int(frame["chunks"])
+        credit.notify_all()
+
+
 def _sent(ws: WebSocket, frame: str | bytes, broke: Any) -> bool:
     """Send ``frame`` (text: a control frame; bytes: input); a connection that broke (EPIPE,
     ECONNRESET) is the session's end, told to ``broke`` (brk61: its OSError left ``relay``: a
@@ -148,12 +167,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                     stdout.write(payload)
                     stdout.flush()
                 elif kind == OP_TEXT:
-                    frame = json.loads(payload)
-                    if frame.get("type") == "exit":
-                        end.exit_code, end.timed_out = int(frame["exit_code"]), bool(frame.get("timed_out"))
-                        end.why = str(frame.get("message") or "")
-                    elif frame.get("type") == "error":
-                        end.refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
+                    _ended(end, json.loads(payload))
                 elif kind == OP_CLOSE:
                     return
         except (OSError, WebSocketError, ValueError) as exc:
@@ -238,15 +252,9 @@ def relay_pipe(ws: WebSocket, stdin: BinaryIO, stdout: BinaryIO, stderr: BinaryI
                 elif kind == OP_TEXT:
                     frame = json.loads(payload)
                     if frame.get("type") == "ack":
-                        with credit:
-                            unacked[0] -= int(frame["bytes"])
-                            unacked[1] -= int(frame["chunks"])
-                            credit.notify_all()
-                    elif frame.get("type") == "exit":
-                        end.exit_code, end.timed_out = int(frame["exit_code"]), bool(frame.get("timed_out"))
-                        end.why = str(frame.get("message") or "")
-                    elif frame.get("type") == "error":
-                        end.refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
+                        acked(frame, credit, unacked)
+                    else:
+                        _ended(end, frame)
                 elif kind == OP_CLOSE:
                     return
         except (OSError, WebSocketError, ValueError) as exc:
