@@ -129,6 +129,13 @@ class _Stream:
     closing: bool = False
     idle: bool = False
 
+    async def window_open(self) -> None:
+        """Wait while as much output as the window allows is unacknowledged (and the stream is not
+        being closed): sessions, piped sessions and forwarded connections alike."""
+        while (self.unacked >= EXEC_TTY_WINDOW or self.unacked_chunks >= EXEC_TTY_WINDOW_CHUNKS) and not self.closing:
+            self.credit.clear()
+            await self.credit.wait()
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class _Tty(_Stream):
@@ -895,11 +902,7 @@ class Agent:
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             exited = asyncio.ensure_future(session.proc.wait())
             while True:
-                while (
-                    tty.unacked >= EXEC_TTY_WINDOW or tty.unacked_chunks >= EXEC_TTY_WINDOW_CHUNKS
-                ) and not tty.closing:
-                    tty.credit.clear()
-                    await tty.credit.wait()
+                await tty.window_open()
                 reading = asyncio.ensure_future(session.read())
                 await asyncio.wait([reading, exited], return_when=asyncio.FIRST_COMPLETED)
                 try:
@@ -968,11 +971,7 @@ class Agent:
             self._spawn(self._idle(msg.id, tty))
             exited = asyncio.ensure_future(session.proc.wait())
             while True:
-                while (
-                    tty.unacked >= EXEC_TTY_WINDOW or tty.unacked_chunks >= EXEC_TTY_WINDOW_CHUNKS
-                ) and not tty.closing:
-                    tty.credit.clear()
-                    await tty.credit.wait()
+                await tty.window_open()
                 reading = asyncio.ensure_future(session.read_stream())
                 await asyncio.wait([reading, exited], return_when=asyncio.FIRST_COMPLETED)
                 try:
@@ -1153,11 +1152,7 @@ class Agent:
         """What the connection ``ref`` sends, to the server as ``port_data``, at most
         :data:`EXEC_TTY_WINDOW` bytes and :data:`EXEC_TTY_WINDOW_CHUNKS` messages ahead of its acks."""
         while True:
-            while not port.closing and (
-                port.unacked >= EXEC_TTY_WINDOW or port.unacked_chunks >= EXEC_TTY_WINDOW_CHUNKS
-            ):
-                port.credit.clear()
-                await port.credit.wait()
+            await port.window_open()
             if port.closing:
                 return
             data = await reader.read(min(PORT_CHUNK_BYTES, EXEC_TTY_WINDOW - port.unacked))
