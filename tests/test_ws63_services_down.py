@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from channels.db import aclose_old_connections
 from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
@@ -44,7 +43,7 @@ from scheduler import execs, lifecycle
 from scheduler.models import Attempt, Cluster
 from scheduler.services import do_register_host, do_submit_workload
 from scheduler.tick import run_tick
-from tests.api.test_exec_session import _take
+from tests.api.test_exec_session import _run, _take
 
 DEAD_REDIS = {
     "default": {
@@ -69,16 +68,6 @@ def _lost(what: str = "terminating connection due to administrator command") -> 
 
 def _raise_lost(*_args: Any, **_kwargs: Any) -> Any:
     raise _lost()
-
-
-def _run(coro: Any) -> Any:
-    async def main() -> Any:
-        try:
-            return await coro
-        finally:
-            await aclose_old_connections()
-
-    return asyncio.run(main())
 
 
 @pytest.fixture
