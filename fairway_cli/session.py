@@ -50,6 +50,11 @@ class _End:
     why: str = ""  # why the agent ended the command, if it did
     refused: SessionRefused | None = None
 
+    def broke(self, exc: BaseException) -> None:
+        """The connection broke before the session ended (an exit code or a refusal came)."""
+        if self.exit_code is None and self.refused is None:
+            self.refused = SessionRefused("broken", f"the connection broke: {exc}", from_server=False)
+
 
 def websocket_url(server: str, path: str = "/ws/exec/") -> str:
     return server.rstrip("/") + path
@@ -155,9 +160,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
         with contextlib.suppress(OSError):
             os.write(wake_w, what)
 
-    def broke(exc: BaseException) -> None:
-        if end.exit_code is None and end.refused is None:
-            end.refused = SessionRefused("broken", f"the connection broke: {exc}", from_server=False)
+    broke = end.broke
 
     def read_server() -> None:
         try:
@@ -237,9 +240,7 @@ def relay_pipe(ws: WebSocket, stdin: BinaryIO, stdout: BinaryIO, stderr: BinaryI
     unacked = [0, 0]  # bytes, frames
     done = threading.Event()
 
-    def broke(exc: BaseException) -> None:
-        if end.exit_code is None and end.refused is None:
-            end.refused = SessionRefused("broken", f"the connection broke: {exc}", from_server=False)
+    broke = end.broke
 
     def read_server() -> None:
         try:
