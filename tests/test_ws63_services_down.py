@@ -268,6 +268,14 @@ def test_a_stream_whose_attempt_lookup_lost_the_database_is_refused_with_words(
 # --- /ws/agent/: the database lost --------------------------------------------------------------
 
 
+def _agent_headers(caplog: Any) -> list[tuple[bytes, bytes]]:
+    """A host ``h1`` registered (its agent's token in the headers), and the log read from INFO."""
+    cluster = Cluster.objects.create(name="gw")
+    _host, token = do_register_host(cluster, "h1", [(0, "GPU-h1", "H100", 80000)])
+    caplog.set_level(logging.INFO)
+    return [(b"authorization", f"Bearer {token}".encode())]
+
+
 def _hello(host: str) -> str:
     gpus = [{"index": 0, "uuid": f"GPU-{host}", "model": "H100", "memory_mb": 80000, "health": "healthy"}]
     return json.dumps(
@@ -278,10 +286,7 @@ def _hello(host: str) -> str:
 @pytest.mark.timeout(60)
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_connecting_while_the_database_is_lost_is_told_to_come_back(caplog, monkeypatch):
-    cluster = Cluster.objects.create(name="gw")
-    _host, token = do_register_host(cluster, "h1", [(0, "GPU-h1", "H100", 80000)])
-    caplog.set_level(logging.INFO)
-    headers = [(b"authorization", f"Bearer {token}".encode())]
+    headers = _agent_headers(caplog)
 
     async def close_of() -> dict:
         comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
@@ -302,10 +307,7 @@ def test_an_agent_connecting_while_the_database_is_lost_is_told_to_come_back(cap
 @pytest.mark.timeout(60)
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_whose_hello_lost_the_database_is_told_to_come_back(caplog, monkeypatch):
-    cluster = Cluster.objects.create(name="gw")
-    _host, token = do_register_host(cluster, "h1", [(0, "GPU-h1", "H100", 80000)])
-    caplog.set_level(logging.INFO)
-    headers = [(b"authorization", f"Bearer {token}".encode())]
+    headers = _agent_headers(caplog)
 
     async def close_of() -> dict:
         comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
@@ -341,10 +343,7 @@ def test_a_connected_agent_while_the_database_is_lost_is_told_to_come_back_and_f
     """Its heartbeats' flushes (every 0.5 s; here 0.02 s) failed with a traceback each; its attempt
     event too, and the connection stayed with the event unrecorded until the agent's next hello."""
     settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.02}
-    cluster = Cluster.objects.create(name="gw")
-    _host, token = do_register_host(cluster, "h1", [(0, "GPU-h1", "H100", 80000)])
-    caplog.set_level(logging.INFO)
-    headers = [(b"authorization", f"Bearer {token}".encode())]
+    headers = _agent_headers(caplog)
 
     async def run() -> dict:
         comm = WebsocketCommunicator(application, "/ws/agent/", headers=headers)
