@@ -357,3 +357,17 @@ def kill_markers() -> None:
     for pid in marker_pids():
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+# ``ps -e -o pid,args`` without procps: every process /proc lists, its pid and command line
+PS = r'for d in /proc/[0-9]*; do echo "PS ${d#/proc/} $(tr "\0" " " <$d/cmdline 2>/dev/null)"; done'
+
+
+def ps_lines(text: str) -> dict[int, str]:
+    """The ``PS`` lines of ``text``: pid → command line."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("PS "):
+            pid, _, args = line[3:].partition(" ")
+            out[int(pid)] = args.strip()
+    return out

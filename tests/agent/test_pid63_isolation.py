@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from agent_testkit import (
     MARKERS,
+    PS,
     host_scratch_dir,
     kill_markers,
     log_of,
@@ -25,6 +26,7 @@ from agent_testkit import (
     needs_root,
     owner_isolation,
     patch_attempt_init,
+    ps_lines,
     run_async,
     runtime,
     spec,
@@ -37,18 +39,6 @@ from agent.runtime.isolation import descendants
 pytestmark = [pytest.mark.timeout(60), needs_root, needs_mount_ns]
 
 SECRET_ARG = "--hf-token=pid63-alices-token"  # noqa: S105 -- a test value
-# ``ps -e -o pid,args`` without procps: every process /proc lists, its pid and command line
-PS = r'for d in /proc/[0-9]*; do echo "PS ${d#/proc/} $(tr "\0" " " <$d/cmdline 2>/dev/null)"; done'
-
-
-def _ps(text: str) -> dict[int, str]:
-    """The ``PS`` lines of ``text``: pid → command line."""
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("PS "):
-            pid, _, args = line[3:].partition(" ")
-            out[int(pid)] = args.strip()
-    return out
 
 
 # --- 1: PID 1's command line --------------------------------------------------------------------------
@@ -117,7 +107,7 @@ def test_without_a_pid_namespace_an_attempt_sees_no_process_of_another_user(
         out = log_of(rt, 2)
         assert done.attempt_id == 2 and done.exit_code == 0, out
         assert "fairway: no PID namespace of the attempt's own" in out, out  # the fallback was taken
-        seen = _ps(out)
+        seen = ps_lines(out)
         me = int(out.split("me ", 1)[1].split()[0])
         assert me in seen and me > 1, seen  # its own shell, by its host pid (no namespace of its own)
         assert not set(seen) & {*alice, a.pid}, seen  # nothing of alice's attempt

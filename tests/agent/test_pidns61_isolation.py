@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 from agent_testkit import (
     MARKERS,
+    PS,
     kill_markers,
     log_of,
     marker_pids,
     needs_mount_ns,
     needs_root,
     owner_isolation,
+    ps_lines,
     run_async,
     runtime,
     spec,
@@ -28,19 +30,7 @@ from agent.runtime.isolation import descendants
 
 pytestmark = [pytest.mark.timeout(60), needs_root, needs_mount_ns]
 
-# ``ps -e -o pid,args`` without procps: every process /proc lists, its pid and command line
-PS = r'for d in /proc/[0-9]*; do echo "PS ${d#/proc/} $(tr "\0" " " <$d/cmdline 2>/dev/null)"; done'
 SECRET_ARG = "--hf-token=pidns61-alices-token"  # noqa: S105 -- a test value
-
-
-def _ps(text: str) -> dict[int, str]:
-    """The ``PS`` lines of ``text``: pid → command line."""
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("PS "):
-            pid, _, args = line[3:].partition(" ")
-            out[int(pid)] = args.strip()
-    return out
 
 
 async def _running(rt: object, attempt_id: int, marker: str, root: int) -> list[int]:
@@ -68,7 +58,7 @@ def test_an_attempt_lists_only_its_own_processes_numbered_from_one(open_state: P
         done = await asyncio.wait_for(exits.get(), 15)
         out = log_of(rt, 2)
         assert done.attempt_id == 2 and done.exit_code == 0, out
-        seen = _ps(out)
+        seen = ps_lines(out)
         assert seen, out
         me = int(out.split("me ", 1)[1].split()[0])
         assert b.pid is not None and me != b.pid and me not in alice, out  # its own number, not the host's
@@ -104,7 +94,7 @@ def test_an_exec_lists_the_attempts_processes_with_their_command_lines(open_stat
         got = await rt.exec(1, ["sh", "-c", f"echo me $$; {PS}"], 10, 1 << 16)
         out = got.stdout.decode()
         assert got.exit_code == 0, got
-        seen = _ps(out)
+        seen = ps_lines(out)
         me = int(out.split("me ", 1)[1].split()[0])
         assert me in seen and set(seen) <= set(range(1, 40)), seen  # the attempt's numbering
         (sleeper,) = [p for p, args in seen.items() if args == f"sleep {MARKERS[0]}"]
@@ -144,7 +134,7 @@ def test_an_interactive_exec_lists_the_attempts_processes(open_state: Path) -> N
         code = await asyncio.wait_for(session.proc.wait(), 10)
         session.finish()
         text = out.decode(errors="replace").replace("\r", "")
-        assert any(SECRET_ARG in args for args in _ps(text).values()), text
+        assert any(SECRET_ARG in args for args in ps_lines(text).values()), text
         assert code == 3, text
         await rt.stop(1, 1)
 
