@@ -76,6 +76,7 @@ from fairway_cli.words import (
     in_flags,
     no_attempt_text,
     nothing_to_change_text,
+    quote_start_text,
     rank_words,
     reason_words,
     resubmitted_as_text,
@@ -890,18 +891,8 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
                     + (" *" if r["yours"] else "")
                 ),
             ),
-            (
-                "STARTS BY",
-                lambda r: (
-                    "now"
-                    if r.get("starts_now")
-                    else when(r["estimated_start"])
-                    if r["estimated_start"]
-                    else "none: waits for " + ", ".join(f"#{wid}" for wid in q["waits_for"])
-                    if q.get("waits_for")
-                    else f"none before {when(r['searched_until'])}"
-                ),
-            ),
+            # the server's words (an older server sends none: its fields, in the same words)
+            ("STARTS BY", lambda r: r.get("start_text") or quote_start_text(r, q.get("waits_for") or ())),
             # as ``ls`` writes GPU-time charged: "30 GPU-min", "2.00 GPU-h" (try63: "0.50 GPU-h")
             ("CHARGES", lambda r: gpu_time_text(r["charge_gpu_hours"] * 3600)),
             ("RATIO AFTER", lambda r: f"{r.get('ratio_after_text') or format(r['ratio_after'], '.4g')}×"),

@@ -455,3 +455,22 @@ def standing_heading_words(cluster: str, gpus: int, window_s: int, entitled_gpu_
     wrote "GPU-hours per window", the CLI "20 GPUs, window 7d")."""
     window = duration_text(window_s)
     return f"{cluster}: {gpus} GPUs × {window} = {gpu_hours_text(entitled_gpu_hours)} GPU-h per window"
+
+
+def quote_start_text(line: Mapping[str, Any], waits_for: Iterable[int] = (), why_none: str = "") -> str:
+    """A quote line's start (DESIGN.md §3.8) as the API's ``start_text``, the submit form's "Starts
+    by" column and ``fairway submit --quote``'s STARTS BY write it (quote46: the form and the CLI
+    each built it from the line's fields): ``now``; the estimated start, an upper bound
+    (``14:05:09 UTC``); with no start, ``none: waits for #12`` (its ``after`` work not ended),
+    ``none: <why_none>`` (the server's reason no start can come, ``budget nlp is on hold``), or
+    ``none before <the search's end>``. ``line``: the API's line (or its fields: ``starts_now``,
+    ``estimated_start``, ``searched_until``)."""
+    if line.get("starts_now"):
+        return "now"
+    if line.get("estimated_start"):
+        return instant_text(line["estimated_start"])
+    if waits_for:
+        return "none: waits for " + ", ".join(f"#{wid}" for wid in waits_for)
+    if why_none:
+        return f"none: {why_none}"
+    return f"none before {instant_text(line['searched_until'])}"

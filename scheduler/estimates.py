@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -524,6 +524,7 @@ class QuoteLine:
     searched_until: datetime
     ratio_after_text: str = ""  # as the web form and the CLI print it (reports.ratio_texts)
     starts_now: bool = False  # the first pass starts it: every surface says "now", not the current second
+    start_text: str = ""  # its start as every surface prints it (fairway_cli.words.quote_start_text)
 
     @property
     def charge_gpu_seconds(self) -> float:
@@ -690,20 +691,10 @@ def budget_notes(workload: Workload, snap: Any = None) -> list[str]:
     carry ``hold`` and ``capped``, its ``caps`` the caps); None: none is said."""
     if snap is None:
         return []
-    from budgets.services import budget_paths
     from scheduler.policy.types import OnCap
 
-    budgets = {b.key: b for b in snap.budgets}
-    caps = {cap.budget: cap for cap in getattr(snap, "caps", ())}
-    paths = budget_paths()
-    key: str | None = str(workload.budget_id)
-    seen: set[str] = set()
     notes: list[str] = []
-    while key is not None and key in budgets and key not in seen:
-        seen.add(key)
-        node = budgets[key]
-        path = paths.get(int(key), node.name) if key.isdigit() else node.name
-        cap = caps.get(key)
+    for path, node, cap in _budget_chain(workload, snap):
         if node.hold:
             return [
                 f"Budget {path} is on hold: no new work of it starts until leadership releases it, so no "
@@ -739,8 +730,46 @@ def budget_notes(workload: Workload, snap: Any = None) -> list[str]:
                 f"not reached now; the lines follow it: if its usage reaches the cap before a line's work "
                 f"starts, that line {then}."
             )
-        key = node.parent
     return notes
+
+
+def _budget_chain(workload: Workload, snap: Any) -> Iterator[tuple[str, Any, Any]]:
+    """The workload's budget and those above it, nearest first, as ``snap`` has them: each one's
+    path, its snapshot budget (``hold``, ``capped``, ``on_cap``) and its cap (None: none)."""
+    from budgets.services import budget_paths
+
+    budgets = {b.key: b for b in snap.budgets}
+    caps = {cap.budget: cap for cap in getattr(snap, "caps", ())}
+    paths = budget_paths()
+    key: str | None = str(workload.budget_id)
+    seen: set[str] = set()
+    while key is not None and key in budgets and key not in seen:
+        seen.add(key)
+        node = budgets[key]
+        yield (paths.get(int(key), node.name) if key.isdigit() else node.name), node, caps.get(key)
+        key = node.parent
+
+
+def no_start_words(workload: Workload, snap: Any = None) -> tuple[str, str]:
+    """Why a quote's lines have no start whatever the simulation finds, in a line's words
+    (``fairway_cli.words.quote_start_text``'s ``why_none``), for every line and for its allocated
+    lines: the nearest budget on hold starts nothing (``budget nlp is on hold``: every line); one
+    at a cap of 0 GPU-hours that holds new allocated work never lifts it (``budget nlp/olmo is
+    capped at 0 GPU-h``: the allocated lines). "" where the search decides (a cap that lifts as
+    usage ages, a downgrading one): those lines read "none before" the search's end, and
+    :func:`budget_notes` says the rest. As that walk, the nearest budget held or capped decides."""
+    if snap is None:
+        return "", ""
+    from scheduler.policy.types import OnCap
+
+    for path, node, cap in _budget_chain(workload, snap):
+        if node.hold:
+            return f"budget {path} is on hold", f"budget {path} is on hold"
+        if node.capped:
+            if node.on_cap == OnCap.HOLD and cap is not None and cap.limit == 0:
+                return "", f"budget {path} is capped at 0 GPU-h"
+            return "", ""
+    return "", ""
 
 
 def do_quote(
@@ -813,5 +842,15 @@ def do_quote(
             starts_now=line.starts_now and not terms.waits_for,
         )
         for line, t in zip(lines, texts, strict=True)
+    ]
+    # One statement of each line's start for every surface (quote46: the form and the CLI each
+    # worded it from the fields), with why none can come where the budget decides.
+    from fairway_cli.words import quote_start_text
+
+    every, allocated = no_start_words(workload, snap)
+    why = [every or (allocated if line.min_runtime_s else "") for line in lines]
+    lines = [
+        replace(line, start_text=quote_start_text(line.__dict__, terms.waits_for, none))
+        for line, none in zip(lines, why, strict=True)
     ]
     return workload, lines, terms

@@ -65,6 +65,16 @@ MEMORY_HELP = "Per host, e.g. 64G. Empty: the host's per-GPU share."
 SHARED_MEMORY_HELP = "Size of /dev/shm, e.g. 8G. Empty: the runtime's default."
 
 
+class OfferedChoice(forms.ChoiceField):
+    """A choice field whose choices are what the page offers, not what it accepts: any value passes
+    to the service, which refuses it in the words the API and the CLI print (quote46: a budget not
+    offered read "Select a valid choice. nlp/olmo is not one of the available choices." on the
+    page, "You are not a member of budget nlp/olmo or of a budget above it. …" elsewhere)."""
+
+    def valid_value(self, value: Any) -> bool:
+        return True
+
+
 class SubmitForm(forms.Form):
     """The submit page's form. ``budget`` offers only the leaf budgets the user may submit to."""
 
@@ -89,7 +99,7 @@ class SubmitForm(forms.Form):
     gpu_count = forms.IntegerField(
         label="GPUs", min_value=1, initial=1, error_messages={"min_value": GPU_COUNT_PROBLEM}
     )
-    budget = forms.ChoiceField(required=False)  # blank: the service's one default (or its refusal)
+    budget = OfferedChoice(required=False)  # blank: the service's one default (or its refusal)
     # Not required here: a quote may leave it out (brk55: the browser refused "Quote first" without
     # it); the submit view requires it of a submission.
     min_runtime = forms.CharField(

@@ -663,6 +663,10 @@ class QuoteLineSerializer(serializers.Serializer):
         help_text="how far the forward simulation got: with no estimated start, none before this "
         "(one window ahead unless the quote's time limit ran out)"
     )
+    start_text = serializers.CharField(
+        help_text="its start as the submit form and fairway submit --quote print it: now, the estimated start, or "
+        "none (none: waits for #12; none: budget nlp is on hold; none before <searched_until>)"
+    )
 
 
 class QuoteArraySerializer(serializers.Serializer):
