@@ -8,7 +8,9 @@ ended counted in the exec throttle a second time (a forward then an exec could b
 from __future__ import annotations
 
 import io
+import json
 import socket
+import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import requests
 from fairway_cli import cli as fairway_cli
 from fairway_cli import portforward, session
 from fairway_cli.cli import EXIT_API, EXIT_OK, main
+from fairway_cli.wsclient import OP_CLOSE, OP_TEXT
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
 from tests.cli.test_cli_wait import become, fairway, submitted  # noqa: F401 -- fixtures
 from tests.cli.test_left56_wait_gives_up import _answer, failing  # noqa: F401 -- fixture
@@ -163,3 +166,44 @@ def test_a_503_to_the_last_check_is_asked_again(monkeypatch) -> None:
     ended = session.SessionRefused("not_running", "Workload 42 has already ended (canceled).")
     why, firsts, _said = _serve(monkeypatch, [busy, ended])
     assert (why, len(firsts)) == ("Workload 42 has already ended (canceled).", 2)
+
+
+# --- a 503 once a stream runs --------------------------------------------------------------------
+
+
+class _Link:
+    """A stream's websocket whose server sends ``frames`` (then closes); what is sent is dropped."""
+
+    def __init__(self, *frames: tuple[int, bytes]) -> None:
+        self.frames = list(frames)
+
+    def recv(self) -> tuple[int, bytes]:
+        return self.frames.pop(0) if self.frames else (OP_CLOSE, b"")
+
+    def send_text(self, text: str) -> None:
+        pass
+
+    def send_binary(self, data: bytes) -> None:
+        pass
+
+    def close(self, code: int = 1000) -> None:
+        pass
+
+
+def _lost_link(close: int) -> _Link:
+    words = "The server lost its link to the agents (ConnectionError); the session was ended. Try again shortly."
+    error = json.dumps({"type": "error", "code": "exec_unavailable", "message": words}).encode()
+    return _Link((OP_TEXT, error), (OP_CLOSE, struct.pack("!H", close)))
+
+
+@pytest.mark.parametrize(("close", "unavailable"), [(4503, True), (4409, False), (1000, False)])
+def test_a_stream_ended_midway_knows_its_status(close, unavailable) -> None:
+    """A session's or forwarded connection's refusal once it runs (Redis lost: close 4503) reads
+    as one before it started (:func:`fairway_cli.cli._stream_refusal`: exit 75)."""
+    with pytest.raises(session.SessionRefused) as refused:
+        session.relay_pipe(_lost_link(close), io.BytesIO(b""), io.BytesIO(), io.BytesIO())  # type: ignore[arg-type]
+    assert (refused.value.code, refused.value.unavailable) == ("exec_unavailable", unavailable)
+    left, right = socket.socketpair()
+    with left, right:
+        forwarded = portforward.relay(_lost_link(close), left)  # type: ignore[arg-type]
+    assert forwarded is not None and forwarded.unavailable == unavailable
