@@ -2,10 +2,9 @@
 logs, budgets, hosts. Tables for people, ``--json`` for scripts (one document on stdout of what was
 done; a refusal prints none there, only its words on stderr and the exit code, as gh and kubectl).
 
-Exit codes: 0 success; 1 the server refused (4xx: the error's code and message are printed);
-2 bad usage; 3 the server cannot be reached or failed (5xx); 4 not logged in (no token, or the
-token was revoked). ``fairway wait`` (and ``submit --wait``) adds: 1 a workload did not succeed,
-124 ``--timeout`` ran out, 130 interrupted (:func:`wait_for`).
+Exit codes: one table, :func:`exit_codes_text` (``fairway --help`` says it, README too): 0 success,
+1 refused, 2 bad usage, 3 unreachable or failed, 4 not logged in, 75 unavailable for a moment (a
+503: try again); ``fairway wait``'s own (:func:`wait_for`) and ``fairway exec``'s command's.
 
 Configuration: ``$FAIRWAY_CONFIG`` or ``$XDG_CONFIG_HOME/fairway/config.json`` (default
 ``~/.config/fairway/config.json``, mode 0600) holds ``server`` and ``token``; ``$FAIRWAY_URL``
@@ -62,6 +61,8 @@ from fairway_cli.waiting import (
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
+    UNAVAILABLE_STATUS,
+    UNAVAILABLE_TEXT,
     UNFUNDED_ATTEMPT,
     budget_hint_text,
     bulk_stopping_text,
@@ -83,12 +84,17 @@ from fairway_cli.words import (
     resubmitted_from_text,
     running_limit_text,
     silent_host_words,
+    unavailable_text,
     unknown_budget_text,
     utilization_words,
     why_waits_text,
 )
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
+EXIT_TEMPFAIL = 75
+"""The server is unavailable for a moment (a 503, a websocket's close 4503): try again (sysexits.h's
+``EX_TEMPFAIL``, as sendmail and rsync; cli46: a stream's exited 1 as a refused request, an API
+request's 3 as an unreachable server)."""
 _T = TypeVar("_T")
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -351,18 +357,23 @@ def answer_error(server: str, status: int, body: Any, retry_after: float | None 
     """The error of an answer that is not a success (``body``: its JSON, None if not JSON): the one
     place the CLI reads a status. A 5xx in Fairway's error format says its detail (``exec``'s 503
     ``exec_unavailable``, 504 ``exec_timeout``: left60, was "the server failed: HTTP 503"); any other
-    5xx says it did not come in Fairway's words (a proxy's 504 read like the agent's silence)."""
+    5xx says it did not come in Fairway's words (a proxy's 504 read like the agent's silence). A 503
+    is the server unavailable for a moment: :data:`EXIT_TEMPFAIL`, said to try again
+    (:func:`~fairway_cli.words.unavailable_text`, as a websocket's close 4503: :func:`_stream_refusal`)."""
     if status == 401:
         return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
     if status >= 500:
         if fairways_error(body):
-            return CliError(EXIT_UNREACHABLE, _error_text(status, body), _error_code(body), retry_after)
-        return CliError(
-            EXIT_UNREACHABLE,
-            f"the server failed: HTTP {status}, not Fairway's error format: something in front of {server} "
-            "(a proxy, a load balancer) answered, or the server failed before Fairway could",
-            retry_after=retry_after,
-        )
+            said, code = _error_text(status, body), _error_code(body)
+        else:
+            said, code = (
+                f"the server failed: HTTP {status}, not Fairway's error format: something in front of {server} "
+                "(a proxy, a load balancer) answered, or the server failed before Fairway could",
+                "",
+            )
+        if status == UNAVAILABLE_STATUS:  # for a moment: a stream's close 4503 says the same (cli46)
+            return CliError(EXIT_TEMPFAIL, unavailable_text(said), code, retry_after)
+        return CliError(EXIT_UNREACHABLE, said, code, retry_after)
     if body is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
         return CliError(
             EXIT_UNREACHABLE,
@@ -1319,7 +1330,7 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
     except session.SessionRefused as exc:
         raise _stream_refusal(exc, wid) from None
     except WebSocketError as exc:
-        raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
+        raise _stream_unreached(config.server, exc) from None
 
 
 def _exec_piped(args: argparse.Namespace, config: Config, wid: int) -> int:
@@ -1339,7 +1350,7 @@ def _exec_piped(args: argparse.Namespace, config: Config, wid: int) -> int:
     except session.SessionRefused as exc:
         raise _stream_refusal(exc, wid) from None
     except WebSocketError as exc:
-        raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
+        raise _stream_unreached(config.server, exc) from None
 
 
 def _stream_refusal(exc: Any, wid: int) -> CliError:
@@ -1350,7 +1361,19 @@ def _stream_refusal(exc: Any, wid: int) -> CliError:
     if exc.code in ("not_authenticated", "authentication_failed"):
         return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
     said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
+    if exc.unavailable:  # close 4503: as an API request's 503 (answer_error; cli46: exited 1, a refusal)
+        return CliError(EXIT_TEMPFAIL, unavailable_text(_workload_words(wid, said)), exc.code)
     return CliError(EXIT_API, _workload_words(wid, said), exc.code)
+
+
+def _stream_unreached(server: str, exc: Any) -> CliError:
+    """The CLI's error for a stream's websocket that could not be opened or broke (a
+    :class:`fairway_cli.wsclient.WebSocketError`): an HTTP 503 at its upgrade as an API request's 503
+    (:func:`answer_error`), anything else the server unreachable."""
+    said = f"{server}: {exc}"
+    if exc.status == UNAVAILABLE_STATUS:
+        return CliError(EXIT_TEMPFAIL, unavailable_text(said))
+    return CliError(EXIT_UNREACHABLE, said)
 
 
 def _workload_words(wid: int, said: str) -> str:
@@ -1385,7 +1408,7 @@ def cmd_port_forward(args: argparse.Namespace, config: Config, out: TextIO) -> i
     except session.SessionRefused as exc:
         raise _stream_refusal(exc, wid) from None
     except WebSocketError as exc:
-        raise CliError(EXIT_UNREACHABLE, f"{config.server}: {exc}") from None
+        raise _stream_unreached(config.server, exc) from None
     family = socket.AF_INET6 if ":" in args.address else socket.AF_INET
     try:
         listener = socket.create_server((args.address, local), family=family)
@@ -2056,8 +2079,8 @@ def _gave_up_text(gave_up: GaveUp, submitted: str = "") -> str:
 
 
 def _busy(exc: CliError) -> bool:
-    """The server is busy (429, 503: ``retry_after``) or unreachable for a moment: a wait asks again."""
-    return exc.exit_code == EXIT_UNREACHABLE or exc.retry_after is not None
+    """The server is busy (429, 503: ``retry_after``; any 503), or unreachable for a moment: a wait asks again."""
+    return exc.exit_code in (EXIT_UNREACHABLE, EXIT_TEMPFAIL) or exc.retry_after is not None
 
 
 def _busy_words(exc: CliError) -> str:
@@ -2766,8 +2789,25 @@ def _bulk_flags(p: argparse.ArgumentParser, verb: str) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="do it without asking (needed without a terminal)")
 
 
+def exit_codes_text() -> str:
+    """The CLI's exit codes, its one table: ``fairway --help`` says it, and README (a test keeps
+    them equal)."""
+    return (
+        f"Exit codes: {EXIT_OK} success; {EXIT_API} refused by the server (4xx: its words and code);"
+        f" {EXIT_USAGE} bad usage; {EXIT_UNREACHABLE} the server cannot be reached, or failed (a 5xx other than"
+        " 503: the server's words when in Fairway's error format, else that something in front of it answered);"
+        f" {EXIT_AUTH} not logged in; {EXIT_TEMPFAIL} {UNAVAILABLE_TEXT} (overloaded, or its database or its link"
+        f" to the agents down: nothing was wrong with the request). fairway wait (and submit --wait):"
+        f" {EXIT_NOT_SUCCEEDED} also when a workload did not succeed, {EXIT_TIMEOUT} --timeout ran out,"
+        f" {EXIT_INTERRUPTED} interrupted. fairway exec: the command's own exit code once it ran ({EXIT_TIMEOUT}:"
+        " killed at --timeout), which may be any of these."
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fairway", description="Fairway: GPU time by budgets.")
+    parser = argparse.ArgumentParser(
+        prog="fairway", description="Fairway: GPU time by budgets.", epilog=exit_codes_text()
+    )
     parser.add_argument("--version", action="version", version=f"fairway {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     parser.add_argument(

@@ -18,6 +18,7 @@ from typing import TextIO
 
 from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
 from fairway_cli import session
+from fairway_cli.words import UNAVAILABLE_STATUS, unavailable_text
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
 
 PATH = "/ws/port-forward/"
@@ -55,20 +56,25 @@ class Forward:
     port: int
     rank: int = 0
 
-    def first(self, check: bool = False) -> dict[str, object]:
+    def first(self, check: bool | str = False) -> dict[str, object]:
+        """A connection's first frame; ``check``: its checks only (``True``, or ``"again"``: :meth:`check`'s)."""
         frame: dict[str, object] = {"workload": self.workload, "attempt": self.attempt, "port": self.port}
         if self.rank:
             frame["rank"] = self.rank
-        return {**frame, "check": True} if check else frame
+        return {**frame, "check": check} if check else frame
 
-    def check(self) -> dict[str, object]:
-        """The server's checks of a connection, none made (owner, running, port).
+    def check(self, again: bool = False) -> dict[str, object]:
+        """The server's checks of a connection, none made (owner, running, port): before the forward
+        listens, its one count in the server's ``FAIRWAY_THROTTLE_EXEC``; ``again`` (why it ended,
+        once the workload no longer runs), not counted (cli46: it counted, and an exec after a
+        forward could be throttled by a check the person did not ask for).
 
         Raises:
             session.SessionRefused: its refusal, in its words.
             WebSocketError: the server could not be reached.
         """
-        ws, frame = session.open_session(self.server, self.token, self.user_agent, self.first(True), path=PATH)
+        first = self.first("again" if again else True)
+        ws, frame = session.open_session(self.server, self.token, self.user_agent, first, path=PATH)
         ws.close()
         return frame
 
@@ -117,6 +123,8 @@ def relay(ws: WebSocket, conn: socket.socket) -> session.SessionRefused | None:
                 elif frame.get("type") == "error":
                     refused = session.SessionRefused(str(frame.get("code")), str(frame.get("message")))
             elif kind == OP_CLOSE:
+                if refused is not None:
+                    refused.closed(payload)
                 break
     except (OSError, WebSocketError, ValueError, KeyError, TypeError):
         pass
@@ -151,20 +159,27 @@ def serve(
             fatal.append(message)
         stop.set()
 
+    def refused_so(exc: session.SessionRefused) -> None:
+        if exc.unavailable:  # said; the next connection may be taken
+            say(unavailable_text(f"{exc.message} ({exc.code})"))
+        else:
+            (end_with if exc.code in FATAL else say)(exc.message)
+
     def handle(conn: socket.socket) -> None:
         try:
             ws, _started = session.open_session(fwd.server, fwd.token, fwd.user_agent, fwd.first(), path=PATH)
         except session.SessionRefused as exc:
             conn.close()
-            (end_with if exc.code in FATAL else say)(exc.message)
+            refused_so(exc)
             return
         except WebSocketError as exc:
             conn.close()
-            say(f"{fwd.server}: {exc}")
+            said = f"{fwd.server}: {exc}"
+            say(unavailable_text(said) if exc.status == UNAVAILABLE_STATUS else said)
             return
         refused = relay(ws, conn)
         if refused is not None:
-            (end_with if refused.code in FATAL else say)(refused.message)
+            refused_so(refused)
 
     next_poll = time.monotonic() + POLL_S
     while not stop.is_set():
@@ -177,9 +192,10 @@ def serve(
             next_poll = time.monotonic() + POLL_S
             if not still_running():
                 try:  # the server's words of why (exec's: pending, held, finished)
-                    fwd.check()
+                    fwd.check(again=True)
                 except session.SessionRefused as exc:
-                    end_with(exc.message)
+                    if not exc.unavailable:  # a 503 is not why: asked again at the next poll
+                        end_with(exc.message)
                 except WebSocketError:
                     pass  # unreachable for a moment: asked again at the next poll
     return fatal[0] if fatal else ""

@@ -19,7 +19,7 @@ import tty
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from fairway_cli.words import COMMAND_TOO_LONG
+from fairway_cli.words import COMMAND_TOO_LONG, UNAVAILABLE_STATUS
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
 
 READ_BYTES = 4096
@@ -34,13 +34,38 @@ command is refused here, not sent: past a few MiB the server reset the connectio
 
 class SessionRefused(Exception):
     """The server refused or ended the session: ``code`` (the API's: ``not_running``,
-    ``forbidden``, ``host_offline``, ``agent_too_old``, ``throttled``, ...) and its words."""
+    ``forbidden``, ``host_offline``, ``agent_too_old``, ``throttled``, ...) and its words;
+    ``status``, the API's status of it (the close code's 4000 + status; 0 where none came)."""
 
-    def __init__(self, code: str, message: str, from_server: bool = True) -> None:
+    def __init__(self, code: str, message: str, from_server: bool = True, status: int = 0) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.from_server = from_server  # the server's code and words, not the CLI's ("closed", "broken")
+        self.status = status
+
+    @property
+    def unavailable(self) -> bool:
+        """The server is unavailable for a moment (close 4503): the CLI says to try again."""
+        return self.status == UNAVAILABLE_STATUS
+
+    def closed(self, payload: bytes) -> None:
+        """The close frame's ``payload`` that followed the refusal: its status, if it says one."""
+        if not self.status:
+            self.status = close_status(payload)
+
+
+CLOSE_WAIT_S = 5.0
+"""How long :func:`open_session` waits for the close that follows a refusal (its status)."""
+
+
+def close_status(payload: bytes) -> int:
+    """The API's status of a close frame's ``payload`` (the server closes a refusal with 4000 +
+    status: 4503 is 503); 0 for any other close."""
+    if len(payload) < 2:
+        return 0
+    (code,) = struct.unpack("!H", payload[:2])
+    return code - 4000 if 4100 <= code < 4600 else 0
 
 
 @dataclass(slots=True)
@@ -102,12 +127,26 @@ def open_session(
                 continue
             frame = json.loads(payload)
             if frame.get("type") == "error":
-                raise SessionRefused(str(frame.get("code")), str(frame.get("message")))
+                refused = SessionRefused(str(frame.get("code")), str(frame.get("message")))
+                refused.closed(_close_after(ws))
+                raise refused
             if frame.get("type") in ("started", "checked"):
                 return ws, frame
     except BaseException:
         ws.close()
         raise
+
+
+def _close_after(ws: WebSocket) -> bytes:
+    """The close frame's payload that follows a refusal (b"" if none came within :data:`CLOSE_WAIT_S`)."""
+    try:
+        ws.sock.settimeout(CLOSE_WAIT_S)
+        while True:
+            kind, payload = ws.recv()
+            if kind == OP_CLOSE:
+                return payload
+    except (OSError, WebSocketError):
+        return b""
 
 
 def _ended(end: _End, frame: dict[str, Any]) -> None:
@@ -172,6 +211,8 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                 elif kind == OP_TEXT:
                     _ended(end, json.loads(payload))
                 elif kind == OP_CLOSE:
+                    if end.refused is not None:
+                        end.refused.closed(payload)
                     return
         except (OSError, WebSocketError, ValueError) as exc:
             broke(exc)
@@ -257,6 +298,8 @@ def relay_pipe(ws: WebSocket, stdin: BinaryIO, stdout: BinaryIO, stderr: BinaryI
                     else:
                         _ended(end, frame)
                 elif kind == OP_CLOSE:
+                    if end.refused is not None:
+                        end.refused.closed(payload)
                     return
         except (OSError, WebSocketError, ValueError) as exc:
             broke(exc)

@@ -50,6 +50,21 @@ FLAG_OF_FIELD = {LEAVE_OUT_ATTEMPT: "leave out --attempt to run in it", LEAVE_OU
 ``fairway_cli.cli.MISSING_WORDS`` names ``-M`` for ``min_runtime``)."""
 
 
+UNAVAILABLE_STATUS = 503
+"""The status of a server unavailable for a moment: an API request's 503, a websocket's close 4503
+(4000 + the status) or its upgrade's HTTP 503."""
+UNAVAILABLE_TEXT = "the server is unavailable for a moment (503): try again shortly"
+"""What the CLI says wherever a server answers 503 (an API request's, a websocket's close 4503 or its
+upgrade's HTTP 503: ``exec_unavailable``, ``database_unavailable``, ``database_busy``, ``overloaded``):
+nothing was wrong with the request; the CLI exits ``EXIT_TEMPFAIL`` (75) then (cli46)."""
+
+
+def unavailable_text(said: str) -> str:
+    """A 503's words as the CLI says them (``said``: the server's words and code, or the CLI's own
+    of an answer not in Fairway's format), then :data:`UNAVAILABLE_TEXT` on a line of its own."""
+    return f"{said}\n  {UNAVAILABLE_TEXT}"
+
+
 def in_flags(message: str) -> str:
     """A server's ``message`` as the CLI says it: each field it names the flag that sets it
     (:data:`FLAG_OF_FIELD`)."""

@@ -412,16 +412,16 @@ class PortTarget:
     port: int
 
 
-def port_target(user: Any, data: Any, check: bool = False) -> PortTarget:
+def port_target(user: Any, data: Any, counted: bool = False) -> PortTarget:
     """The first frame of ``/ws/port-forward/`` (``{"workload", "attempt", "rank", "port"}``)
     checked for ``user`` as an interactive session's is (:func:`tty_target`'s codes; ``rank``: a
-    port of that gang member's part); ``invalid_port`` outside 1..65535. ``check``: the check a
+    port of that gang member's part); ``invalid_port`` outside 1..65535. ``counted``: the check a
     ``fairway port-forward`` sends once before it listens, the forward's one count in
     ``FAIRWAY_THROTTLE_EXEC``; its connections are not counted there (pf63: a browser's page opens
     several and keeps opening them), only at once in ``FAIRWAY_EXEC_MAX_SESSIONS`` and the agent's
-    slots (decision: docs/jobs.md)."""
+    slots, nor is its later check of why it ended (cli46; decision: docs/jobs.md)."""
     example = '{"workload": ID, "port": 6006}'
-    pk, number, rank = _first_frame(user, data, {"workload", "attempt", "port"}, example, counted=check)
+    pk, number, rank = _first_frame(user, data, {"workload", "attempt", "port"}, example, counted=counted)
     port = data.get("port")
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise _refuse("invalid_port", "The port is a whole number, 1 to 65535.", 400, "port")

@@ -9,7 +9,8 @@ containment as its owner (``port_open``: docs/isolation.md).
 
 Frames, client → server: the first, text, ``{"workload", "attempt", "rank", "port"}`` (with ``"check":
 true``: its checks only, answered ``{"type": "checked", "attempt", "host"}``, then close 1000:
-the CLI's word before it listens and once the workload is no longer running); then binary frames
+the CLI's word before it listens, the forward's one count in ``FAIRWAY_THROTTLE_EXEC``; ``"check":
+"again"``: the same, not counted, the CLI's word once the workload is no longer running, cli46); then binary frames
 of the connection's bytes (each at most :data:`~agent.protocol.PORT_CHUNK_BYTES`) and text
 ``{"type": "eof"}`` (the client's side ended: TCP's half-close). Server → client: text
 ``{"type": "started", "attempt", "host"}``; binary frames of the workload's side's bytes; text
@@ -47,8 +48,8 @@ from scheduler.gateway import agent_db
 
 
 @agent_db
-def _port_target(user: Any, data: Any, check: bool) -> execs.PortTarget:
-    return execs.port_target(user, data, check)
+def _port_target(user: Any, data: Any, counted: bool) -> execs.PortTarget:
+    return execs.port_target(user, data, counted)
 
 
 class PortForwardConsumer(AttemptStreamConsumer):
@@ -64,8 +65,11 @@ class PortForwardConsumer(AttemptStreamConsumer):
         await super().connect()
 
     async def check(self, data: Any) -> execs.PortTarget:
-        self.check_only = isinstance(data, dict) and data.pop("check", False) is True
-        return await _port_target(self.user, data, self.check_only)
+        check = data.pop("check", False) if isinstance(data, dict) else False
+        # true: the forward's check before it listens, its one count in FAIRWAY_THROTTLE_EXEC;
+        # "again": a later one (why it ended: cli46), not counted, as its connections are not
+        self.check_only = check is True or check == "again"
+        return await _port_target(self.user, data, check is True)
 
     async def checked_only(self, target: execs.PortTarget) -> bool:
         if not self.check_only:

@@ -232,3 +232,29 @@ def test_a_forward_counts_once_in_the_exec_throttle_not_each_connection(running,
 
     assert _run(connection()) == "port.open"
     assert len(asked) == 1
+
+
+def test_a_forwards_final_check_is_not_counted_in_the_exec_throttle(
+    running, researcher, submit_kwargs, monkeypatch
+) -> None:
+    """cli46: ``fairway port-forward`` asks the server why once the workload no longer runs (a
+    check, for the server's words); with ``"check": true`` it counted a second time in
+    ``FAIRWAY_THROTTLE_EXEC``, so a forward then an exec could be throttled by a request the person
+    did not make. ``"check": "again"`` (a forward's later check) is answered as a check, uncounted
+    (as its connections are: pf63); ``true`` stays the forward's one count."""
+    w, attempt = running
+    token = token_of(researcher)
+    asked: list[bool] = []
+    monkeypatch.setattr(ExecRateThrottle, "allow_request", lambda self, request, view: asked.append(True) or False)
+    monkeypatch.setattr(ExecRateThrottle, "wait", lambda self: 30.0)
+    assert _run(_answer(token, {"workload": w.pk, "port": 6006, "check": "again"})) == (
+        {"type": "checked", "attempt": 1, "host": attempt.host.name},
+        1000,
+    )
+    held = do_submit_workload(researcher, **submit_kwargs(hold=True))
+    frame, code = _run(_answer(token, {"workload": held.pk, "port": 6006, "check": "again"}))
+    assert (frame["code"], code) == ("not_running", 4409)
+    assert "a port is reached only in a running attempt" in frame["message"], frame
+    assert asked == []
+    frame, code = _run(_answer(token, {"workload": w.pk, "port": 6006, "check": True}))  # the forward's one count
+    assert (frame["code"], code, len(asked)) == ("throttled", 4429, 1)

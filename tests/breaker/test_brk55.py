@@ -166,8 +166,8 @@ def test_a_bulk_cancel_failing_part_way_says_how_many_it_canceled(researcher, su
 
     monkeypatch.setattr(APIClient, "post", second_fails)
 
-    # a failing server (5xx), not a refusal: exit 3 (left60: a 5xx in the API's format says its words)
-    err = run_cli(monkeypatch, researcher, "cancel", "--mine", "--yes", expect=fairway_cli.EXIT_UNREACHABLE)
+    # a failing server (5xx), not a refusal: a 503, exit 75 (cli46; left60: a 5xx in the API's format says its words)
+    err = run_cli(monkeypatch, researcher, "cancel", "--mine", "--yes", expect=fairway_cli.EXIT_TEMPFAIL)
 
     assert Workload.objects.filter(state="canceled").count() == 1
     assert "canceled 1 workload of 3 before" in err, err

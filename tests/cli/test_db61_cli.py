@@ -11,7 +11,8 @@ from django.test import RequestFactory
 from psycopg import errors
 
 from config.middleware import DATABASE_RETRY_AFTER_S, database_unavailable
-from fairway_cli.cli import EXIT_OK, EXIT_UNREACHABLE, Api, CliError
+from fairway_cli.cli import EXIT_OK, EXIT_TEMPFAIL, Api, CliError
+from fairway_cli.words import unavailable_text
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
 from tests.cli.test_cli_wait import become, fairway, submitted  # noqa: F401 -- fixtures
 from tests.cli.test_left56_wait_gives_up import failing  # noqa: F401 -- fixture
@@ -38,8 +39,9 @@ def test_the_cli_says_the_database_is_unreachable(monkeypatch):
     with pytest.raises(CliError) as caught:
         Api("http://fairway.example.org", "abc123").call("GET", "workloads/")
     error = caught.value
-    assert (error.exit_code, error.code) == (EXIT_UNREACHABLE, "database_unavailable")
-    assert error.message == "The database is unreachable; try again in a moment. (database_unavailable)"
+    assert (error.exit_code, error.code) == (EXIT_TEMPFAIL, "database_unavailable")  # cli46: was exit 3
+    said = "The database is unreachable; try again in a moment. (database_unavailable)"
+    assert error.message == unavailable_text(said)
     assert error.retry_after == DATABASE_RETRY_AFTER_S
 
 

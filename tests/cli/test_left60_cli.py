@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from fairway_cli.cli import EXIT_API, EXIT_TIMEOUT, EXIT_UNREACHABLE, Api, CliError, main
+from fairway_cli.cli import EXIT_API, EXIT_TEMPFAIL, EXIT_TIMEOUT, EXIT_UNREACHABLE, Api, CliError, main
 from scheduler import gateway
 from tests.cli.inprocess import run_cli_streams
 from tests.cli.test_cli_exec import running  # noqa: F401 -- fixture
@@ -34,8 +34,8 @@ def _refusal(monkeypatch: pytest.MonkeyPatch, answer: requests.Response) -> CliE
 
 def test_a_5xx_in_fairways_format_says_its_detail(monkeypatch):
     body = b'{"detail": "The server cannot reach the agents now; the command did not run.", "code": "exec_unavailable"}'
-    error = _refusal(monkeypatch, _answer(503, body))
-    assert error.exit_code == EXIT_UNREACHABLE and error.code == "exec_unavailable"
+    error = _refusal(monkeypatch, _answer(503, body))  # a 503: unavailable for a moment (cli46: was exit 3)
+    assert error.exit_code == EXIT_TEMPFAIL and error.code == "exec_unavailable"
     assert "the command did not run" in error.message and "(exec_unavailable)" in error.message, error.message
 
 
@@ -54,7 +54,7 @@ def test_exec_unavailable_and_timeout_read_as_the_servers_words(monkeypatch, res
 
     monkeypatch.setattr(gateway, "request_exec", fake)
     code, out, err = run_cli_streams(monkeypatch, researcher, "exec", str(running.pk), "--", "id")
-    assert (code, out) == (EXIT_UNREACHABLE, "") and "the command did not run" in err, err
+    assert (code, out) == (EXIT_TEMPFAIL, "") and "the command did not run" in err, err
     monkeypatch.setattr(gateway, "request_exec", lambda *_a: {"error": "exec_timeout", "message": "no answer"})
     code, out, err = run_cli_streams(monkeypatch, researcher, "exec", str(running.pk), "--", "id")
     assert code == EXIT_TIMEOUT and "did not answer in time (no answer)" in err, err

@@ -1,0 +1,117 @@
+"""A websocket server that answers every connection one way (RFC 6455, enough for the CLI's
+client, ``fairway_cli.wsclient``): for the CLI's tests of how it reads the server's refusals of
+``/ws/exec/`` and ``/ws/port-forward/`` (the server's own side: tests/api/test_exec_session.py)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fairway_cli.wsclient import GUID
+
+
+@dataclass
+class FakeServer:
+    """Its URL (``http://127.0.0.1:PORT``) and the first frame of each connection (``firsts``)."""
+
+    url: str
+    firsts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _read_frame(conn: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = conn.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    _b1, b2 = exactly(2)
+    n = b2 & 0x7F
+    if n == 126:
+        (n,) = struct.unpack("!H", exactly(2))
+    elif n == 127:
+        (n,) = struct.unpack("!Q", exactly(8))
+    key = exactly(4) if b2 & 0x80 else b""
+    payload = exactly(n)
+    return bytes(b ^ key[i % 4] for i, b in enumerate(payload)) if key else payload
+
+
+def _frame(opcode: int, payload: bytes) -> bytes:
+    n = len(payload)
+    head = struct.pack("!BB", 0x80 | opcode, n) if n < 126 else struct.pack("!BBH", 0x80 | opcode, 126, n)
+    return head + payload
+
+
+def _serve_one(
+    conn: socket.socket, server: FakeServer, status: int, refusal: dict[str, Any] | None, close: int
+) -> None:
+    with conn:
+        request = b""
+        while b"\r\n\r\n" not in request:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            request += chunk
+        if status != 101:
+            conn.sendall(f"HTTP/1.1 {status} Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+            return
+        key = next(
+            line.split(":", 1)[1].strip()
+            for line in request.decode("latin-1").split("\r\n")
+            if line.lower().startswith("sec-websocket-key:")
+        )
+        accept = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()  # noqa: S324 -- RFC 6455
+        conn.sendall(
+            (
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Accept: {accept}\r\n\r\n"
+            ).encode()
+        )
+        server.firsts.append(json.loads(_read_frame(conn)))
+        if refusal is not None:
+            conn.sendall(_frame(0x1, json.dumps({"type": "error", **refusal}).encode()))
+        conn.sendall(_frame(0x8, struct.pack("!H", close)))
+        with contextlib.suppress(OSError):
+            _read_frame(conn)  # the client's close
+
+
+@contextlib.contextmanager
+def fake_server(status: int = 101, refusal: dict[str, Any] | None = None, close: int = 1000) -> Iterator[FakeServer]:
+    """A server on a free local port that answers each websocket: HTTP ``status`` at the upgrade
+    (not 101: refused there), else takes the first frame, sends ``refusal`` (``{"code",
+    "message"}``) as an error frame, and closes with ``close`` (4000 + the API's status)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    server = FakeServer(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    stop = threading.Event()
+
+    def loop() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(10)
+            threading.Thread(target=_serve_one, args=(conn, server, status, refusal, close), daemon=True).start()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
