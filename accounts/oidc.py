@@ -154,7 +154,7 @@ def verified_email(claims: dict[str, Any]) -> str:
     send the claim as a string: break28); or, when the provider says nothing (no claim, or
     ``null``), an address whose domain is exactly one of ``FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS``,
     the operator's word that the provider hands out those addresses and people cannot set them
-    (Entra ID and LDAP-backed realms send no claim). Anything else, ``false``, ``"no"`` or no
+    (Entra ID sends no such claim by default). Anything else, ``false``, ``"no"`` or no
     claim for another domain, is not (sso46: a missing claim was taken as vouched for, and a first
     login linked the local account, an admin's too, of whoever could put its address at the
     provider; tryout28: an unverified email was copied, and notifications went to an address
