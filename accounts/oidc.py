@@ -7,11 +7,12 @@ JWKS); this backend adds what Fairway decides (docs/deploy.md, "Single sign-on")
 - the ID token's ``iss`` must be ``FAIRWAY_OIDC_ISSUER`` and its ``aud`` must name our client;
   the userinfo answer must be about the same ``sub``;
 - who the person is: the account linked to (issuer, ``sub``) (``OidcIdentity``); else, the first
-  time, the one local account with the same email if the provider says it is verified
-  (``FAIRWAY_OIDC_LINK_BY_EMAIL``, default on) — that account keeps its password and tokens; else
-  a new account with an unusable password (``FAIRWAY_OIDC_CREATE_USERS``, default on), named
-  after ``FAIRWAY_OIDC_USERNAME_CLAIM`` (default ``sub``: :func:`new_username`);
-- the account's email follows the provider's only when verified (:func:`verified_email`);
+  time, the one local account with the same email if the provider vouches for it
+  (:func:`verified_email`; ``FAIRWAY_OIDC_LINK_BY_EMAIL``, default on) and it is not staff
+  (``FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL``, default off: refused) — that account keeps its password
+  and tokens; else a new account with an unusable password (``FAIRWAY_OIDC_CREATE_USERS``, default
+  on), named after ``FAIRWAY_OIDC_USERNAME_CLAIM`` (default ``sub``: :func:`new_username`);
+- the account's email follows the provider's only when it vouches for it (:func:`verified_email`);
 - what the person may do: the groups claim through ``FAIRWAY_OIDC_GROUP_RULES``, synchronised at
   every login, added and removed (``sync_rights``).
 """
@@ -116,17 +117,15 @@ def new_username(claims: dict[str, Any]) -> str:
     GPU hosts map user names to Unix users (docs/isolation.md, way 2): named after
     ``preferred_username``, which many providers let people choose, anyone could take ``bob``
     (a Unix user without a Fairway account yet) and run workloads as the host's ``bob``. With
-    ``email``: the local part of an email the provider says is verified (``email_verified`` true,
-    not merely absent) whose domain is one of ``FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS``, the lab's
-    own, where the lab hands out the addresses. Any other claim is taken as the provider sends it:
-    the operator's word that people cannot choose it. A claim that does not qualify: ``sub``."""
+    ``email``: the local part of an email the provider vouches for (:func:`verified_email`)
+    whose domain is one of ``FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS``, the lab's own, where the lab
+    hands out the addresses. Any other claim is taken as the provider sends it: the operator's
+    word that people cannot choose it. A claim that does not qualify: ``sub``."""
     claim = settings.FAIRWAY_OIDC_USERNAME_CLAIM
     if claim == "email":
-        value = claims.get("email_verified")
-        said = value is True or (isinstance(value, str) and value.strip().lower() == "true")
-        email = claims.get("email")
-        if said and isinstance(email, str) and email.count("@") == 1:
-            local, domain = email.strip().split("@")
+        email = verified_email(claims)
+        if email.count("@") == 1:
+            local, domain = email.split("@")
             if local and domain.lower() in settings.FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS:
                 return local
     elif claim != "sub" and isinstance(claims.get(claim), str) and claims[claim].strip():
@@ -147,27 +146,29 @@ def _unique_username(claims: dict[str, Any]) -> str:
     return name
 
 
-def _says_unverified(value: Any) -> bool:
-    """The provider says the email is not verified: ``false``, or ``"false"`` as text (AWS
-    Cognito's userinfo and others send the claim as a string; taken as verified, it linked the
-    local account of whoever could register that address at the provider without proving it)."""
-    return value is False or (isinstance(value, str) and value.strip().lower() == "false")
-
-
 def verified_email(claims: dict[str, Any]) -> str:
-    """The claims' email when the provider vouches for it, else "": ``email_verified`` true (or
-    ``"true"`` as text, as :func:`_says_unverified` reads ``"false"``), or absent (a provider that
-    sends no such claim issues the addresses itself, as linking by email assumes too). Only such an
-    email is copied onto the local account (tryout28: an unverified one was copied, and the
-    account's notifications went to an address nobody proved)."""
+    """The claims' email when the provider vouches for it, else "": the one statement of it, read
+    by linking by email, by the email copied onto an account and by :func:`new_username`.
+
+    Vouched: ``email_verified`` true, or ``"true"`` as text (AWS Cognito's userinfo and others
+    send the claim as a string: break28); or, when the provider says nothing (no claim, or
+    ``null``), an address whose domain is exactly one of ``FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS``,
+    the operator's word that the provider hands out those addresses and people cannot set them
+    (Entra ID sends no such claim by default). Anything else, ``false``, ``"no"`` or no
+    claim for another domain, is not (sso46: a missing claim was taken as vouched for, and a first
+    login linked the local account, an admin's too, of whoever could put its address at the
+    provider; tryout28: an unverified email was copied, and notifications went to an address
+    nobody proved)."""
     email = claims.get("email")
     if not isinstance(email, str) or not email.strip():
         return ""
-    if "email_verified" not in claims:
-        return email.strip()
-    value = claims["email_verified"]
-    said = value is True or (isinstance(value, str) and value.strip().lower() == "true")
-    return email.strip() if said else ""
+    email = email.strip()
+    value = claims.get("email_verified")
+    if value is True or (isinstance(value, str) and value.strip().lower() == "true"):
+        return email
+    trusted = settings.FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS
+    domain = email.split("@")[1].lower() if email.count("@") == 1 else None
+    return email if value is None and domain in trusted else ""
 
 
 class FairwayOIDCBackend(OIDCAuthenticationBackend):
@@ -222,11 +223,19 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
         identity = OidcIdentity.objects.select_related("user").filter(issuer=issuer, subject=claims["sub"]).first()
         if identity is not None:
             return identity.user
-        email = (claims.get("email") or "").strip()
-        if email and settings.FAIRWAY_OIDC_LINK_BY_EMAIL and not _says_unverified(claims.get("email_verified", True)):
+        email = verified_email(claims)
+        if email and settings.FAIRWAY_OIDC_LINK_BY_EMAIL:
             same = list(User.objects.filter(email__iexact=email)[:2])
             if len(same) > 1:
                 log.warning("OIDC login refused: several local accounts have the email %s", email)
+                return None
+            if same and (same[0].is_staff or same[0].is_superuser) and not settings.FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL:
+                log.warning(
+                    "OIDC login refused: subject %s has the email of the staff account %s, which is linked"
+                    " by email only with FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL on",
+                    claims["sub"],
+                    same[0].username,
+                )
                 return None
             if same:
                 OidcIdentity.objects.create(user=same[0], issuer=issuer, subject=claims["sub"])

@@ -120,6 +120,11 @@ def env_url(name: str, default: str) -> str:
     return value
 
 
+def env_domains(name: str) -> list[str]:
+    """Comma-separated mail domains, lower case (``Lab.example.org, cs.example.edu``); unset: []."""
+    return [d.strip().lower() for d in env_str(name, "").split(",") if d.strip()]
+
+
 def _secret_key() -> str:
     key = os.environ.get("SECRET_KEY")
     if key:
@@ -611,14 +616,17 @@ FAIRWAY_OIDC_ISSUER = env_str("FAIRWAY_OIDC_ISSUER", "")
 FAIRWAY_OIDC_PROVIDER_NAME = env_str("FAIRWAY_OIDC_PROVIDER_NAME", "single sign-on")
 FAIRWAY_OIDC_GROUPS_CLAIM = env_str("FAIRWAY_OIDC_GROUPS_CLAIM", "groups")
 FAIRWAY_OIDC_LINK_BY_EMAIL = env_bool("FAIRWAY_OIDC_LINK_BY_EMAIL", True)
+# sso46: an email counts as the provider's (linked by, copied, names accounts) only when it says
+# email_verified true, or says nothing and the domain is listed here (accounts.oidc.verified_email);
+# an email link to a staff or superuser account only when FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL is on.
+FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS = env_domains("FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS")
+FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL = env_bool("FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL", False)
 FAIRWAY_OIDC_CREATE_USERS = env_bool("FAIRWAY_OIDC_CREATE_USERS", True)
 # The claim a new account is named after (sec63; accounts.oidc.new_username): GPU hosts map user
 # names to Unix users, so by default the provider's own `sub`, never a name people choose there;
 # `email`: the local part of a verified email in one of FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS.
 FAIRWAY_OIDC_USERNAME_CLAIM = env_str("FAIRWAY_OIDC_USERNAME_CLAIM", "sub") or "sub"
-FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS = [
-    d.strip().lower() for d in env_str("FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS", "").split(",") if d.strip()
-]
+FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS = env_domains("FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS")
 if FAIRWAY_OIDC_USERNAME_CLAIM == "email" and not FAIRWAY_OIDC_USERNAME_EMAIL_DOMAINS:
     raise ImproperlyConfigured(
         "FAIRWAY_OIDC_USERNAME_CLAIM=email names accounts after verified emails of listed domains only:"

@@ -1340,9 +1340,13 @@ class LoginView(auth_views.LoginView):
 
         probe = _ThrottledRequest(request)
         waits = []
-        for throttle in (LoginThrottle(), LoginFailureThrottle()):
-            if not throttle.allow_request(probe, self):
-                waits.append(throttle.wait() or 60.0)
+        per_address, self.failures = LoginThrottle(), LoginFailureThrottle()
+        if not per_address.allow_request(probe, self):
+            waits.append(per_address.wait() or 60.0)
+        # A place in the pair's failures is taken before the form checks the password (one atomic
+        # step: sso46); refused by the address already, the pair's count is only read for the wait.
+        if not (self.failures.allow_request(probe, self) if waits else self.failures.take(probe)):
+            waits.append(self.failures.wait() or 60.0)
         if not waits:
             return super().post(request, *args, **kwargs)
         wait_s = max(1, int(math.ceil(max(waits))))
@@ -1355,14 +1359,10 @@ class LoginView(auth_views.LoginView):
         return response
 
     def form_valid(self, form: Any) -> HttpResponse:
-        from accounts.api.views import LoginFailureThrottle
-
-        LoginFailureThrottle().succeeded(_ThrottledRequest(self.request))
+        self.failures.succeeded(_ThrottledRequest(self.request))
         return super().form_valid(form)
 
     def form_invalid(self, form: Any) -> HttpResponse:
-        from accounts.api.views import LoginFailureThrottle
-
-        if form.has_error(NON_FIELD_ERRORS, "invalid_login"):  # a password checked and wrong: a failure
-            LoginFailureThrottle().failed(_ThrottledRequest(self.request))
-        return super().form_invalid(form)
+        if not form.has_error(NON_FIELD_ERRORS, "invalid_login"):  # the password was not checked
+            self.failures.give_back()
+        return super().form_invalid(form)  # else the place taken is the failure

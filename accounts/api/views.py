@@ -27,7 +27,7 @@ from accounts.services import accessible_budget_ids, create_api_token, do_create
 from budgets import tree_memo
 from config.api import FairwayAPIView, FairwayViewSet, prefill
 from config.errors import ServiceError
-from config.throttling import SettingsRate, throttle_script
+from config.throttling import SettingsRate
 
 
 class LoginThrottle(SettingsRate, AnonRateThrottle):
@@ -44,20 +44,23 @@ class LoginFailureThrottle(SettingsRate, SimpleRateThrottle):
     """Failed logins per (user name, client address) (``FAIRWAY_THROTTLE_LOGIN_USER``, default
     10/min; sec63), as django-axes and Keycloak count them.
 
-    :meth:`allow_request` is asked before the password is checked and adds nothing: a pair with
-    ``num_requests`` failures in the last ``duration`` seconds is refused (429, its password not
-    checked); :meth:`failed` adds a failure after a wrong password, :meth:`succeeded` forgets the
-    pair's. Keyed by the name *and* the address (``get_ident``: ``FAIRWAY_TRUSTED_PROXIES``, as
+    Keyed by the name *and* the address (``get_ident``: ``FAIRWAY_TRUSTED_PROXIES``, as
     :class:`LoginThrottle`): counted per name alone, from any address, every attempt, ten tries
     from one address kept the person (``admin``) out from everywhere. Guessing one name's password
     from many addresses is slowed by each address's :class:`LoginThrottle` only: that is the
     trade (docs/deploy.md, "Login limits").
 
-    The failures are a sliding log under the throttle's cache key: in Redis the list and script of
-    ``config.throttling`` (a peek: the script with a limit of 0; a failure: pushed whatever the
-    count; both atomic), else DRF's list in the cache (tests, no ``REDIS_URL``). The peek and the
-    push are two steps: attempts of one pair sent at once may all pass the peek; each still counts in
-    the address's :class:`LoginThrottle` (atomic), which bounds them."""
+    The pair has ``num_requests`` *slots* in the cache, ``<key>:0`` … ``<key>:N-1``, each held for
+    ``duration`` seconds by the instant of an attempt whose password was checked (a sliding
+    window: a failure counts for ``duration`` seconds, as DRF's log). :meth:`take`, right before
+    the password is checked, holds a free slot with ``cache.add`` (atomic on Redis, ``SET NX``,
+    and in local memory, under its lock), or refuses when none is free: the check and the record
+    are one step, so a burst of attempts sent at once gets no more password checks than the limit
+    (sso46: a peek before the check and a push after it let every attempt of a burst through).
+    A wrong password keeps its slot (the failure); :meth:`succeeded` frees the pair's slots, and
+    :meth:`give_back` the one taken when the password was not checked after all (an incomplete
+    form). :meth:`allow_request` (DRF's throttle step, before the body is read) only peeks: it
+    refuses early when no slot is free and adds nothing."""
 
     scope = "login_user"
 
@@ -72,43 +75,51 @@ class LoginFailureThrottle(SettingsRate, SimpleRateThrottle):
         digest = hashlib.sha256(pair.encode("utf-8", "replace")).hexdigest()
         return self.cache_format % {"scope": self.scope, "ident": digest}
 
-    def _log(self, request: Request, push: bool) -> bool:
-        """Read (and with ``push`` add to) the pair's failures; False when there is no pair or no rate."""
-        if self.rate is None:
-            return False
-        self.key = self.get_cache_key(request, None)
-        if self.key is None:
-            return False
+    def _slots(self, request: Request) -> list[str]:
+        """The pair's slot keys; none when there is no pair (no user name) or no rate."""
+        key = self.get_cache_key(request, None) if self.rate is not None else None
+        return [] if key is None else [f"{key}:{i}" for i in range(self.num_requests)]
+
+    def _held(self, slots: list[str]) -> dict[str, float]:
+        """The slots held now, with their instants (the oldest is what :meth:`wait` reads)."""
         self.now = self.timer()
-        script = throttle_script(self.cache)
-        if script is not None:
-            log_key = self.cache.make_and_validate_key(f"{self.key}:log")
-            limit = 2**31 if push else 0  # 0: refused at once, nothing added; 2**31: always added
-            _allowed, count, oldest = script(keys=[log_key], args=[repr(self.now), self.duration, limit])
-            self._failures = int(count) + (1 if push else 0)
-            self._oldest = float(oldest) if oldest else self.now
-            return True
-        history = [t for t in self.cache.get(self.key, []) if t > self.now - self.duration]
-        if push:
-            history.insert(0, self.now)
-            self.cache.set(self.key, history, self.duration)
-        self._failures = len(history)
-        self._oldest = history[-1] if history else self.now
-        return True
+        held = {k: t for k, t in self.cache.get_many(slots).items() if isinstance(t, float)}
+        self._oldest = min(held.values(), default=self.now)
+        return held
 
     def allow_request(self, request: Request, view: object) -> bool:
-        return not self._log(request, push=False) or self._failures < self.num_requests
+        slots = self._slots(request)
+        return not slots or len(self._held(slots)) < len(slots)
+
+    def take(self, request: Request) -> bool:
+        """Hold one of the pair's free slots (one atomic ``cache.add`` each); False when none is
+        free: refused, the password is not to be checked (:meth:`wait` says for how long)."""
+        self._slot = None
+        slots = self._slots(request)
+        if not slots:
+            return True
+        held = self._held(slots)
+        for slot in slots:
+            if slot not in held and self.cache.add(slot, self.now, self.duration):
+                self._slot = slot
+                return True
+        self._held(slots)  # others took the free ones first: the oldest now
+        return False
+
+    def give_back(self) -> None:
+        """Free the slot :meth:`take` held: the password was not checked."""
+        if getattr(self, "_slot", None) is not None:
+            self.cache.delete(self._slot)
+            self._slot = None
 
     def wait(self) -> float | None:
-        """Until the oldest failure in the window leaves it."""
+        """Until the oldest slot's attempt leaves the window."""
         return max(1.0, self.duration - (self.now - self._oldest))
 
-    def failed(self, request: Request) -> None:
-        self._log(request, push=True)
-
     def succeeded(self, request: Request) -> None:
-        if self.rate is not None and (key := self.get_cache_key(request, None)) is not None:
-            self.cache.delete(f"{key}:log" if throttle_script(self.cache) is not None else key)
+        """The password was right: the pair's failures are forgotten."""
+        if slots := self._slots(request):
+            self.cache.delete_many(slots)
 
 
 def _me(request: Request, user: User) -> dict:
@@ -149,7 +160,8 @@ class LoginView(FairwayAPIView):
     """``POST {"username", "password"}`` → 200 ``{"token": "...", "expiry": null, "user": {...}}``.
 
     The token is shown once (only its digest is stored). Bad credentials: 400
-    ``invalid_credentials``, counted for the (user name, address) pair (:class:`LoginFailureThrottle`).
+    ``invalid_credentials``, counted for the (user name, address) pair (:class:`LoginFailureThrottle`:
+    a place in its count is taken before the password is checked; none left: 429).
     """
 
     authentication_classes: list = []  # a login needs no prior authentication (and no CSRF)
@@ -159,15 +171,17 @@ class LoginView(FairwayAPIView):
     def post(self, request: Request) -> Response:
         serializer = LoginSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        failures = LoginFailureThrottle()
+        if not failures.take(request):  # a burst that passed the throttles' peek together
+            self.throttled(request, failures.wait())
         user = authenticate(
             request._request,  # Django's backends take the HttpRequest
             username=serializer.validated_data["username"],
             password=serializer.validated_data["password"],
         )
-        if user is None:
-            LoginFailureThrottle().failed(request)
+        if user is None:  # the slot taken stays: the failure
             raise ServiceError("invalid_credentials", None, "Wrong username or password.")
-        LoginFailureThrottle().succeeded(request)
+        failures.succeeded(request)
         instance, token = create_api_token(user)
         return Response(
             {"token": token, "expiry": instance.expiry, "user": _me(request, user)},

@@ -5,6 +5,7 @@ tokens checked (issuer, audience), personal API tokens of SSO users, and configu
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -190,12 +191,86 @@ def test_only_a_verified_email_is_copied_onto_the_account(sso: Provider, org_tre
     assert user.email == ("kim@new.example.org" if copied else "kim@old.example.org")
 
 
-def test_an_email_without_an_email_verified_claim_is_copied_as_linking_trusts_it():
+def test_the_provider_vouches_for_an_email_when_it_says_so_or_for_a_trusted_domain(settings):
+    """sso46: an email without ``email_verified`` was taken as vouched for (copied, and linked by)."""
     from accounts.oidc import verified_email
 
-    assert verified_email({"email": " a@b.org "}) == "a@b.org"
+    settings.FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS = []
+    assert verified_email({"email": " a@b.org ", "email_verified": " TRUE "}) == "a@b.org"
+    assert verified_email({"email": " a@b.org "}) == ""  # not said: not vouched
     assert verified_email({"email": "a@b.org", "email_verified": None}) == ""
     assert verified_email({"email_verified": True}) == "" and verified_email({"email": 3}) == ""
+    settings.FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS = ["b.org"]
+    assert verified_email({"email": "a@B.org"}) == "a@B.org"  # the provider hands these out
+    assert verified_email({"email": "a@b.org", "email_verified": None}) == "a@b.org"
+    assert verified_email({"email": "a@b.org", "email_verified": "false"}) == ""  # said not: never
+    assert verified_email({"email": "a@b.org", "email_verified": "no"}) == ""
+    assert verified_email({"email": "a@x.b.org"}) == verified_email({"email": "a@b.org@c.org"}) == ""
+
+
+def _without_email_verified(idp: Provider, name: str) -> None:
+    del idp.users[name]["claims"]["email_verified"]
+
+
+def test_an_email_the_provider_does_not_vouch_for_links_no_account(sso: Provider, org_tree):
+    """sso46: a first login linked the local account of the same email unless the provider said
+    ``email_verified: false``: one that sends no such claim (or a permissive one where people set
+    their own address) handed anyone who put ``admin@…`` there the local account, an admin's too."""
+    local = User.objects.create_user("alice", email="alice@lab.example.org", password="alice-local-password")
+    add_person(sso, "mallory", groups=[], email="alice@lab.example.org")
+    _without_email_verified(sso, "mallory")
+    client = Client()
+    assert sso_login(client, sso, "mallory")["Location"] == "/"
+    created = User.objects.get(pk=int(client.session["_auth_user_id"]))
+    assert created != local and created.email == ""  # a new account, the unvouched address not copied
+    assert not OidcIdentity.objects.filter(user=local).exists()
+
+
+@pytest.mark.parametrize("said", [True, "true", " TRUE "])
+def test_an_email_the_provider_says_is_verified_links_the_account(sso: Provider, org_tree, said):
+    local = User.objects.create_user("rita", email="rita@lab.example.org", password="rita-local-password")
+    add_person(sso, "rita.k", groups=[], email="rita@lab.example.org", verified=said)
+    client = Client()
+    assert sso_login(client, sso, "rita.k")["Location"] == "/"
+    assert client.session["_auth_user_id"] == str(local.pk)
+
+
+@pytest.mark.parametrize(("email", "linked"), [("rita@LAB.example.org", True), ("rita@lab.example.org.evil", False)])
+def test_without_the_claim_an_email_of_a_trusted_domain_links_the_account(
+    sso: Provider, settings: Any, org_tree, email: str, linked: bool
+):
+    settings.FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS = ["lab.example.org"]
+    local = User.objects.create_user("rita", email=email, password="rita-local-password")
+    add_person(sso, "rita.k", groups=[], email=email)
+    _without_email_verified(sso, "rita.k")
+    client = Client()
+    assert sso_login(client, sso, "rita.k")["Location"] == "/"
+    assert (client.session["_auth_user_id"] == str(local.pk)) is linked
+    # The provider saying no outweighs the domain.
+    sso.users["rita.k"]["claims"].update(sub="sub-rita.k-0002", email_verified="false")
+    other = Client()
+    assert sso_login(other, sso, "rita.k")["Location"] == "/"
+    assert other.session["_auth_user_id"] != str(local.pk)
+
+
+@pytest.mark.parametrize("flag", ["is_staff", "is_superuser"])
+def test_a_staff_account_is_not_linked_by_email_unless_the_operator_allows_it(
+    sso: Provider, settings: Any, org_tree, flag: str
+):
+    """sso46: even a vouched-for email is one an IdP admin (or its self-service) can set: an email
+    link to an account with the admin site's rights is refused unless
+    ``FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL`` is on (the account logs in by password meanwhile)."""
+    admin = User.objects.create_user("root", email="ops@lab.example.org", password="root-local-password")
+    User.objects.filter(pk=admin.pk).update(**{flag: True})
+    add_person(sso, "ops", groups=[], email="ops@lab.example.org")
+    client = Client()
+    assert sso_login(client, sso, "ops")["Location"] == "/login/?sso=failed"
+    assert "_auth_user_id" not in client.session
+    assert not OidcIdentity.objects.exists() and User.objects.count() == 1
+    assert Client().login(username="root", password="root-local-password")
+    settings.FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL = True
+    assert sso_login(client, sso, "ops")["Location"] == "/"
+    assert client.session["_auth_user_id"] == str(admin.pk)
 
 
 @pytest.mark.parametrize("said", [False, "false"])
@@ -229,3 +304,14 @@ def test_a_verified_email_names_a_new_account_only_with_the_email_claim(sso: Pro
     other = Client()
     sso_login(other, sso, "kim2")
     assert User.objects.get(pk=int(other.session["_auth_user_id"])).username == "kim.m"
+
+
+def test_the_settings_of_email_trust_and_their_defaults(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "sqlite:///:memory:")
+    loaded = runpy.run_path(str(REPO / "config" / "settings.py"))
+    assert (loaded["FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS"], loaded["FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL"]) == ([], False)
+    monkeypatch.setenv("FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS", " Lab.Example.org,,cs.example.edu ")
+    monkeypatch.setenv("FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL", "true")
+    loaded = runpy.run_path(str(REPO / "config" / "settings.py"))
+    assert loaded["FAIRWAY_OIDC_TRUSTED_EMAIL_DOMAINS"] == ["lab.example.org", "cs.example.edu"]
+    assert loaded["FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL"] is True
