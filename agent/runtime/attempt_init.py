@@ -156,6 +156,23 @@ def main() -> None:
                     os.close(stand_in)
             except OSError as e:
                 refuse(f"cannot hide the host's other GPUs: {e}")
+            if tmp.get("cgroup"):  # a cgroup namespace at the attempt's cgroups, a tree of those only (iso46)
+                try:  # before the PID namespace's fork: the wrapper outside it is in it too (exec enters its)
+                    check(libc.unshare(0x02000000), "unshare(CLONE_NEWCGROUP)")
+                except OSError as e:  # its cgroups' paths are the host's, the agent's cgroup in them
+                    print(f"fairway: no cgroup namespace of the attempt's own ({e}): /proc/self/cgroup shows the"
+                          " host's cgroup paths", file=sys.stderr, flush=True)  # fmt: skip
+                try:
+                    for point, own in tmp["cgroup"]:
+                        at = point.encode()
+                        if own:  # its own cgroup over the hierarchy (MS_BIND); read-only, as a container's
+                            check(libc.mount(own.encode(), at, None, 0x1000, None), f"bind {own}")
+                        else:  # none of its own there (the agent's cgroup, above other attempts'): an empty tmpfs
+                            check(libc.mount(b"tmpfs", at, b"tmpfs", 0, b"mode=555,size=4k"), f"hide {point}")
+                        # MS_REMOUNT|MS_BIND|MS_RDONLY|MS_NOSUID|MS_NODEV|MS_NOEXEC
+                        check(libc.mount(None, at, None, 0x20 | 0x1000 | 0xF, None), f"{point} read-only")
+                except OSError as e:  # the host's tree, or part of it, in view, as before
+                    print(f"fairway: /sys/fs/cgroup shows the host's cgroup tree ({e})", file=sys.stderr, flush=True)
             if tmp.get("proc"):  # a PID namespace and a /proc of the attempt's own (pidns61, iso61)
                 try:
                     check(libc.unshare(0x20000000), "unshare(CLONE_NEWPID)")

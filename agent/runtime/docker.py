@@ -167,6 +167,10 @@ def container_spec(
         # in the image raises nothing, so ``--user`` holds (brk41: a setuid shell made an owner's
         # workload root in its container, with the engine's default capabilities).
         "security_opt": ["no-new-privileges"],
+        # A cgroup namespace of its own (iso46; docs/isolation.md, "The cgroup tree"): the engines'
+        # default only on cgroup v2; on a v1 or hybrid host the host's, where /proc/self/cgroup showed
+        # the engine's path and the container's id.
+        "cgroupns": "private",
         "log_config": engine_log(log_max_bytes),
     }
     if identity is not None and identity.switch:
@@ -179,6 +183,13 @@ def container_spec(
         ]
     kwargs.update(resource_limits(spec, pids_max))
     return kwargs
+
+
+SHARED_CGROUP_NS = (
+    "the engine gave the container the host's cgroup namespace (it ignored cgroupns private, as Podman's Docker"
+    " API did before 2025): /proc/self/cgroup shows the engine's cgroup path and the container's id"
+)
+"""What the attempt's log says where the engine ignored ``cgroupns: private`` (docs/isolation.md)."""
 
 
 def engine_log(log_max_bytes: int) -> Any:
@@ -298,6 +309,7 @@ class DockerRuntime(StoredRuntime):
         self.pull = pull
         self._exits: dict[int, asyncio.Future[int | None]] = {}
         self._closed = threading.Event()
+        self._said_cgroup_ns = False  # the agent's log has said once that the engine ignores cgroupns
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -405,10 +417,30 @@ class DockerRuntime(StoredRuntime):
             self._fail(record, f"cannot start container: {str(exc).splitlines()[0][:500]}")
         record.started_mono = monotonic_s()
         self.store.save(record)
+        await asyncio.to_thread(self._say_shared_cgroup_ns, record, container)
         self._watch(record, container)
         log.info("attempt %d (workload #%d) started: container %s, image %s, GPUs %s", spec.attempt_id,
                  spec.workload_id, container.short_id, spec.image, spec.gpu_uuids or "-")  # fmt: skip
         return record
+
+    def _say_shared_cgroup_ns(self, record: AttemptRecord, container: Any) -> None:
+        """Say in the attempt's log (and the agent's) when the engine left the container in the host's
+        cgroup namespace although ``cgroupns: private`` was asked (iso46: Podman 4's Docker API
+        ignores it, and its own default on a v1 or hybrid host is the host's): its
+        ``/proc/self/cgroup`` then shows the engine's cgroup path and the container's id. Nothing is
+        said of a container gone already, or one whose pid the agent cannot read."""
+        try:
+            container.reload()
+            pid = int((container.attrs.get("State") or {}).get("Pid") or 0)
+            shared = pid > 0 and os.stat(f"/proc/{pid}/ns/cgroup").st_ino == os.stat("/proc/self/ns/cgroup").st_ino
+        except (DockerException, OSError, ValueError, TypeError):
+            return
+        if shared:
+            if not self._said_cgroup_ns:  # once: the engine's, the same for every container
+                self._said_cgroup_ns = True
+                log.warning("attempt %d: %s", record.attempt_id, SHARED_CGROUP_NS)
+            with open_private_append(self.store.log_path(record.attempt_id)) as out:
+                out.write(f"fairway: {SHARED_CGROUP_NS}\n".encode())
 
     def _create_and_start(self, kwargs: dict[str, Any]) -> Any:
         try:

@@ -723,6 +723,40 @@ def private_proc_problem(release: str | None = None) -> str:
     return ""
 
 
+# --- a cgroup tree of the attempt's own (iso46) ------------------------------------------------------
+
+
+def cgroup_ns_problem(cgroups: CgroupSetup, release: str | None = None) -> str:
+    """'' when the wrapper can give each attempt a cgroup namespace rooted at its own cgroup, and a
+    ``/sys/fs/cgroup`` showing only that (docs/isolation.md, "The cgroup tree"), else why not."""
+    if cgroups.kind == "none":
+        return f"no cgroup of the attempt's own ({cgroups.note})"
+    if not os.path.exists("/proc/self/ns/cgroup"):
+        return f"Linux {release or os.uname().release} (needs 4.6: cgroup namespaces)"
+    return ""
+
+
+def cgroup_views(joined: list[Path], mounts: list[tuple[str, str, str]] | None = None) -> list[list[str]]:
+    """What the wrapper binds over each cgroup hierarchy of the host in the attempt's mount namespace
+    (docs/isolation.md, "The cgroup tree"): ``[point, own]`` for each cgroup or cgroup2 mount of
+    ``mounts`` (the agent's ``/proc/self/mounts``; each point once, none below another). ``own``: the
+    attempt's cgroup there (one of ``joined``, the cgroups its wrapper joined), bound over the
+    hierarchy, read-only; "" where it has none of its own (it is in the agent's cgroup there, above
+    other attempts' in a v1 hierarchy): an empty tmpfs instead. A new mount of the hierarchy in the
+    attempt's cgroup namespace would show the same, but the kernel refuses one on a mount point of
+    the same file system (``EBUSY``)."""
+    out: list[list[str]] = []
+    seen: list[str] = []
+    for point, fstype, _opts in mounts if mounts is not None else _mounts():
+        below = any(point == s or point.startswith(s.rstrip("/") + "/") for s in seen)
+        if fstype not in ("cgroup", "cgroup2") or below:
+            continue
+        seen.append(point)
+        own = next((str(p) for p in joined if Path(point) in p.parents), "")
+        out.append([point, own])
+    return out
+
+
 # --- the process-tree fallback ----------------------------------------------------------------------
 
 
@@ -1074,6 +1108,7 @@ class Isolation:
     devices: DeviceSetup | None = None
     sockets: str | None = None  # "": abstract unix sockets and signals kept to each attempt (Landlock), else why not
     proc: str | None = None  # "": each attempt gets a /proc showing only its own processes, else why not
+    cgroupns: str | None = None  # "": each attempt gets a cgroup namespace and tree of its own, else why not
     min_gid: int = 0  # admin-set gids below it need both root consents (config.min_gid, else the host's GID_MIN)
 
     def __post_init__(self) -> None:
@@ -1089,6 +1124,8 @@ class Isolation:
             self.sockets = "the agent is not root" if not self.is_root else landlock_scope_problem()
         if self.proc is None:
             self.proc = "the agent is not root" if not self.is_root else private_proc_problem()
+        if self.cgroupns is None:
+            self.cgroupns = "the agent is not root" if not self.is_root else cgroup_ns_problem(self.cgroups)
 
     @property
     def is_root(self) -> bool:
@@ -1224,6 +1261,7 @@ class Isolation:
             "abstract_sockets": "private" if not self.sockets else f"shared ({self.sockets})",
             "signals": "private" if not self.sockets else f"shared ({self.sockets})",
             "processes": "private" if not self.proc else f"shared ({self.proc})",
+            "cgroup_tree": "private" if not self.cgroupns else f"shared ({self.cgroupns})",
             "container_network": self.config.container_network,
             "allow_root": self.config.allow_root,
             "warnings": warnings,

@@ -51,6 +51,7 @@ from agent.runtime.isolation import (
     cgroup_out_of_memory,
     cgroup_pids,
     cgroup_pids_limit,
+    cgroup_views,
     deny_devices_v1,
     descendants,
     devices_v1_cgroup,
@@ -105,7 +106,11 @@ START_CLOSE_S = 10.0
 # exiting with its code, while the child, PID 1 of the namespace (its init), mounts the
 # namespace's /proc and does the rest below: it runs the command, reaps whatever is orphaned in the
 # namespace, passes on a signal sent to it from inside, and writes the exit file; when it exits the
-# kernel kills whatever is left in the namespace. Before running
+# kernel kills whatever is left in the namespace. With "cgroup" in "tmp" (the attempt has a cgroup of
+# its own, iso46), before that fork it unshares a cgroup namespace rooted at the cgroups it was put in
+# and binds, read-only, its own cgroup over each cgroup mount of the host (an empty tmpfs over a
+# hierarchy it has none of its own in: :func:`cgroup_views`), saying in the log what it could not do,
+# and running the command anyway. Before running
 # the command it writes "ok" to the pipe STATUS ("ok tmpdir" where it fell back to TMPDIR), or "fail <why>"
 # and exits 125 without running it:
 # the agent reports the start only then.
@@ -116,33 +121,33 @@ ATTEMPT_INIT = Path(__file__).with_name("attempt_init.py")
 
 
 # The one-shot command of an ``exec`` (docs/jobs.md, "Run a command in a running workload"), run as
-# ``python -I -c _EXEC_WRAPPER FD STATUS MNT IPC PID UID GID GROUPS COMMAND...`` by the agent (its user, a
-# fixed environment) with stdout and stderr pipes to the agent. The agent puts it into the attempt's
-# cgroups before its go, so pids.max, the device filter and the attempt's stop cover it. It reads "1"
-# and a JSON payload from FD, enters the attempt's IPC and mount namespaces (MNT, IPC: descriptors of
-# the attempt's wrapper's, opened by the agent; -1: the attempt has none of its own), so it sees the
-# attempt's private /tmp, /var/tmp, /dev/shm and hidden GPUs, takes the attempt's Landlock scope and
-# root capability bounds as the attempt's wrapper does, switches to the attempt's identity (UID "-":
-# the agent's own, as the attempt) with no_new_privs, goes to the attempt's working directory as that
-# identity (a path swapped for a symlink since is not entered as root: iso58), and execs the command
-# with the attempt's environment. An interactive session (``exec_tty``, payload ``tty``) first makes
-# its pseudo-terminal (its stdin, stdout, stderr) its controlling terminal (in a PID namespace, from a
-# session of its own there: a shell restores its process groups, which must be seen). Where the attempt has a
-# PID namespace of its own (PID: a descriptor of its wrapper's ``pid_for_children``, else -1) it
-# enters it too and forks (pidns61: a namespace is entered by the children), staying outside as the
-# command's parent with its exit code, as ``docker exec``: ``ps`` lists the attempt's processes. A setup step that fails
-# writes "fail <why>" to STATUS and exits 125, the command never run; STATUS is closed by the exec
-# (close-on-exec). A forwarded connection (``port_open``, payload ``connect``: a port) runs no
-# command: as the attempt's identity, from its containment, it connects to that port on 127.0.0.1
-# (else ::1) and hands the connected socket to the agent over its stdin (a Unix socket, SCM_RIGHTS),
-# so that the agent, root, never connects on the owner's behalf; "refused <why>" to STATUS when it
-# cannot. Without a cgroup ("reap": the process-tree fallback) it forks before the switch
-# (in the PID namespace, once entered: a subreaper outside it would not get the orphans there)
-# and stays, as the agent's user, the subreaper of the command, killing what the command left
-# behind when it ends (brk59); a hangup (``SIGHUP``) it passes on to the command.
+# ``python -I -c _EXEC_WRAPPER FD STATUS MNT IPC CGROUP PID UID GID GROUPS COMMAND...`` by the agent
+# (its user, a fixed environment) with stdout and stderr pipes to the agent. The agent puts it into the
+# attempt's cgroups before its go, so pids.max, the device filter and the attempt's stop cover it. It
+# reads "1" and a JSON payload from FD, enters the attempt's IPC, cgroup and mount namespaces (MNT, IPC,
+# CGROUP: descriptors of the attempt's wrapper's, opened by the agent; -1: the attempt has none of its
+# own), so it sees the attempt's private /tmp, /var/tmp, /dev/shm, cgroup tree and hidden GPUs, takes
+# the attempt's Landlock scope and root capability bounds as the attempt's wrapper does, switches to the
+# attempt's identity (UID "-": the agent's own, as the attempt) with no_new_privs, goes to the attempt's
+# working directory as that identity (a path swapped for a symlink since is not entered as root: iso58),
+# and execs the command with the attempt's environment. An interactive session (``exec_tty``, payload
+# ``tty``) first makes its pseudo-terminal (its stdin, stdout, stderr) its controlling terminal (in a
+# PID namespace, from a session of its own there: a shell restores its process groups, which must be
+# seen). Where the attempt has a PID namespace of its own (PID: a descriptor of its wrapper's
+# ``pid_for_children``, else -1) it enters it too and forks (pidns61: a namespace is entered by the
+# children), staying outside as the command's parent with its exit code, as ``docker exec``: ``ps``
+# lists the attempt's processes. A setup step that fails writes "fail <why>" to STATUS and exits 125,
+# the command never run; STATUS is closed by the exec (close-on-exec). A forwarded connection
+# (``port_open``, payload ``connect``: a port) runs no command: as the attempt's identity, from its
+# containment, it connects to that port on 127.0.0.1 (else ::1) and hands the connected socket to the
+# agent over its stdin (a Unix socket, SCM_RIGHTS), so that the agent, root, never connects on the
+# owner's behalf; "refused <why>" to STATUS when it cannot. Without a cgroup ("reap": the process-tree
+# fallback) it forks before the switch (in the PID namespace, once entered: a subreaper outside it would
+# not get the orphans there) and stays, as the agent's user, the subreaper of the command, killing what
+# the command left behind when it ends (brk59); a hangup (``SIGHUP``) it passes on to the command.
 _EXEC_WRAPPER = r"""
 import ctypes, fcntl, json, os, signal, sys, termios, time
-fd, status, mnt, ipc, pid, uid, gid, groups, cmd = *map(int, sys.argv[1:6]), *sys.argv[6:9], sys.argv[9:]
+fd, status, mnt, ipc, cgns, pid, uid, gid, groups, cmd = *map(int, sys.argv[1:7]), *sys.argv[7:10], sys.argv[10:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
     chunks.append(chunk)
@@ -202,7 +207,7 @@ def reap(child):  # the command's end: what it left behind is killed, then its e
 try:
     if go.get("tty") and pid < 0:  # an interactive session's terminal (stdin, stdout, stderr): its controlling one
         own_terminal()
-    for ns, what in ((ipc, "IPC"), (pid, "PID"), (mnt, "mount")):
+    for ns, what in ((ipc, "IPC"), (cgns, "cgroup"), (pid, "PID"), (mnt, "mount")):
         if ns >= 0:
             check(libc.setns(ns, 0), f"enter the attempt's {what} namespace")
             os.close(ns)
@@ -728,6 +733,9 @@ class ProcessRuntime(StoredRuntime):
                     remove_cgroup(cgroup)
                 self._remove_limit_cgroups(spec.attempt_id)
                 self._fail(record, f"cannot join the limit cgroup {path}: {exc}")
+        if tmp is not None and cgroup is not None and not self.isolation.cgroupns:
+            # a cgroup namespace rooted at the cgroups it joined, and a /sys/fs/cgroup of those only (iso46)
+            tmp["cgroup"] = cgroup_views([cgroup, *limit_cgroups])
         record.pid = proc.pid
         record.proc_start = proc_start_time(proc.pid)
         record.started_mono = monotonic_s()
@@ -890,28 +898,38 @@ class ProcessRuntime(StoredRuntime):
         ns_fds: list[int] = []
         try:
             if ctx.namespaces:
-                for kind in ("mnt", "ipc", "pid_for_children"):  # the wrapper's children's: the attempt's
-                    ns_fds.append(os.open(f"/proc/{record.pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
-                if os.fstat(ns_fds[2]).st_ino == os.stat("/proc/self/ns/pid").st_ino:  # none of its own
-                    os.close(ns_fds.pop())
+                for kind, own in (("mnt", ""), ("ipc", ""), ("cgroup", "cgroup"), ("pid_for_children", "pid")):
+                    try:  # the wrapper's children's: the attempt's
+                        ns_fds.append(os.open(f"/proc/{record.pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
+                    except FileNotFoundError:
+                        if not own:
+                            raise
+                        ns_fds.append(-1)  # a kernel without them (cgroup namespaces: Linux 4.6)
+                    else:
+                        if own and os.fstat(ns_fds[-1]).st_ino == os.stat(f"/proc/self/ns/{own}").st_ino:
+                            os.close(ns_fds[-1])  # none of its own (the agent's): not entered
+                            ns_fds[-1] = -1
             # opened from the attempt's wrapper, not a process that took its pid since
             if proc_start_time(record.pid) != record.proc_start or record.state != "running":
                 raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
         except OSError as exc:
             for nfd in ns_fds:
-                os.close(nfd)
+                if nfd >= 0:
+                    os.close(nfd)
             raise ExecError("failed", f"cannot reach attempt {attempt_id}'s namespaces: {exc}") from None
         except ExecError:
             for nfd in ns_fds:
-                os.close(nfd)
+                if nfd >= 0:
+                    os.close(nfd)
             raise
-        mnt, ipc, pid = (*ns_fds, -1, -1, -1)[:3]
+        mnt, ipc, cgns, pid = (*ns_fds, -1, -1, -1, -1)[:4]
+        ns_fds = [nfd for nfd in ns_fds if nfd >= 0]
         read_fd, write_fd = os.pipe()
         status_fd, status_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-c", _EXEC_WRAPPER, str(read_fd), str(status_w), str(mnt), str(ipc),
-                str(pid), *ctx.ids, *command,
+                str(cgns), str(pid), *ctx.ids, *command,
                 stdin=stdin, stdout=stdout, stderr=stderr,
                 env=WRAPPER_ENV, start_new_session=True, pass_fds=(read_fd, status_w, *ns_fds),
             )  # fmt: skip

@@ -8,7 +8,17 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agent_testkit import MARKERS, needs_mount_ns, needs_root, owner_isolation, run_async, runtime, spec, wait_log
+from agent_testkit import (
+    MARKERS,
+    log_of,
+    needs_mount_ns,
+    needs_root,
+    owner_isolation,
+    run_async,
+    runtime,
+    spec,
+    wait_log,
+)
 
 from agent.runtime.base import ExecError
 
@@ -18,7 +28,7 @@ pytestmark = [pytest.mark.timeout(60)]
 @needs_root
 @needs_mount_ns
 def test_exec_runs_as_the_owner_in_the_attempts_cgroup_tmp_and_env(open_state: Path) -> None:
-    write = f"echo alice-note > /tmp/note; echo written; sleep {MARKERS[0]}"
+    write = f"echo alice-note > /tmp/note; cat /proc/self/cgroup; echo written; sleep {MARKERS[0]}"
     other = f"echo bob-note > /tmp/note; echo written; sleep {MARKERS[1]}"
 
     async def scenario() -> None:
@@ -33,7 +43,8 @@ def test_exec_runs_as_the_owner_in_the_attempts_cgroup_tmp_and_env(open_state: P
         assert got.exit_code == 0, got
         assert lines[0] == str(a.uid) and lines[0] != "0"  # the owner, never root
         assert lines[1:3] == ["alice-note", "alice-secret"]  # its own /tmp and env, not bob's
-        assert "\n".join(lines[3:]) == Path(f"/proc/{a.pid}/cgroup").read_text().strip()  # noqa: ASYNC240 -- its cgroups
+        # its cgroups, as the attempt's own processes see them (in its cgroup namespace: each its root, iso46)
+        assert "\n".join(lines[3:]) == log_of(rt, 1).split("written")[0].strip()
         theirs = await rt.exec(2, ["cat", "/tmp/note"], 10, 4096)  # noqa: S108 -- the attempt's private /tmp
         assert theirs.stdout == b"bob-note\n"
         # the exit code and stderr pass through; a missing program is 127
