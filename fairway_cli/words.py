@@ -274,18 +274,25 @@ NOT_MEASURED = "not measured"
 "Efficiency"): never 0 %, never a dash."""
 
 
-UTILIZATION_WHY = {"no_whole_minute": ("held no whole minute", "held no whole minute so far")}
+UTILIZATION_WHY = {
+    "no_own_minute": (
+        "its GPUs were shared with other jobs in every minute it held them",
+        "so far its GPUs were shared with other jobs in every minute it held them",
+    ),
+    # a server before util46 (the minutes it held whole only)
+    "no_whole_minute": ("held no whole minute", "held no whole minute so far"),
+}
 """Why an attempt's utilization is not measured, ended and running (the API's
 ``efficiency.utilization_why``, ``scheduler.efficiency``; docs/jobs.md "Efficiency"): a minute
-sample is the GPU's, so only the minutes it held whole are its own (util63: a job seconds old
-read 2 %, the idle minute before it). ``no_sample`` needs no words of its own: the "Not measured"
-line says the GPU-time held had no utilization reading."""
+sample is the GPU's, so a minute in which another attempt held the GPU too is not its own
+(util63, util46). ``no_sample`` needs no words of its own: the "Not measured" line says the
+GPU-time held had no utilization reading."""
 
 
 def utilization_words(value: Any, why: str | None = None, *, running: bool = False) -> str:
     """A mean GPU utilization (0..1, the API's ``efficiency.utilization``) as ``63%``, or
     :data:`NOT_MEASURED` when None, with ``why`` in words (:data:`UTILIZATION_WHY`): ``not measured
-    yet (held no whole minute so far)`` (``fairway history``'s column, the workload page's)."""
+    yet (so far its GPUs were shared …)`` (``fairway history``'s column, the workload page's)."""
     if value is not None:
         return percent_text(value)
     said = UTILIZATION_WHY.get(why or "")

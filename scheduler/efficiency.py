@@ -2,37 +2,40 @@
 ``seff`` (docs/jobs.md "Efficiency"): the one computation the API's ``efficiency``, ``fairway
 show``, ``fairway seff``, ``fairway history`` and the workload page read.
 
-Per GPU an attempt holds (``AttemptGPU``), over ``[placed_at, ended_at or now)`` (the pyramid's
-occupied time, DESIGN.md §8; an open attempt on an offline host up to its last heartbeat, as it is
-charged: ``accounting.silent_until``):
+Per GPU an attempt holds (``AttemptGPU``), over ``[placed_at, released_at or ended_at or now)``
+(the pyramid's occupied time, DESIGN.md §8: a gang's part released before the attempt ended held
+its GPUs to its release, util46; an open attempt on an offline host up to its last heartbeat, as
+it is charged: ``accounting.silent_until``):
 
 - **held**: the GPU-seconds held;
-- **measured** and **utilized**: the minutes the GPU was held **whole** (a minute ``m`` with
-  ``placed_at ≤ m`` and ``m + 1 min ≤ ended_at or now``), each weighing a minute, with their
-  minute sample's mean (:func:`scheduler.pyramid.minute_utilization`); the mean utilization is
-  utilized over measured, unknown (None) when nothing was measured. A minute sample is the GPU's
-  minute, not the attempt's: the minute it was placed in and the one it ended in hold the work
-  before and after it on the same GPU (or an idle GPU), so they are held, not measured (util63: a
-  finished attempt read 61 %, 63 %, 64 % on reloads as the next attempt's samples entered the
-  minute it ended in; a job seconds old read 2 %, the idle minute before it). Samples are bucketed
-  by the minute they were received in, so a minute held whole holds this attempt's samples only,
-  and once the attempt ended none of its minutes takes another: the figure is fixed;
+- **measured** and **utilized**: the minutes of its own, each weighing the seconds held of it, with
+  their minute sample's mean (:func:`scheduler.pyramid.minute_utilization`, as
+  :func:`scheduler.pyramid.weigh_minutes` weighs the cluster's); the mean utilization is utilized
+  over measured, unknown (None) when nothing was measured. A minute sample is the GPU's minute,
+  not the attempt's, so a minute is the attempt's own when it held it whole, or held it in part
+  and no other attempt held that GPU in it (its other seconds the GPU was free; util46: a 50 s job
+  read "not measured" though its GPU was sampled). A minute another attempt held too has both
+  jobs' samples: held, not measured (util63: a finished attempt read 61 %, 63 %, 64 % on reloads
+  as the next attempt's samples entered the minute it ended in). Samples are bucketed by the
+  minute they were received in, so once the minute an attempt ended in is over, none of its
+  minutes takes another sample and no other attempt can enter one: the figure is fixed (until
+  its samples are pruned);
 - **not measured**: the held GPU-time without a minute sample of its own that read its
-  utilization (``held - measured``: its partly held first and last minutes, a MIG-mode GPU NVML
+  utilization (``held - measured``: a minute shared with another attempt, a MIG-mode GPU NVML
   cannot read, nvml56), never 0 %; all of it for an attempt that ended without its agent ever
   starting it (``failed_to_start``): nothing of it ran, so its GPUs' minutes are other work's
   (try61: 71 %, the work's before it). ``utilization_why`` says why the mean is unknown:
-  ``no_whole_minute`` (younger than one minute sample of its own, or ended before one),
-  ``no_sample`` (held whole minutes, none sampled);
+  ``no_own_minute`` (every minute it held, so far, another attempt held the GPU in too),
+  ``no_sample`` (it held minutes of its own, none sampled);
 - **idle**: the measured GPU-time in minutes under ``FAIRWAY_IDLE_UTIL_PCT``
   (:func:`scheduler.idle.quiet_minute`, the idle rule's minute), as a share of the measured time;
-- **peak memory**: the highest ``memory_used_max_mb`` of a minute any held GPU was held whole,
-  with that GPU's memory; None (not measured) without one (left59).
+- **peak memory**: the highest ``memory_used_max_mb`` of a minute of its own on any GPU it held,
+  with that GPU's memory; None (not measured) without one (left59: not the previous job's).
 
-Unlike the pyramid's hours, no GPU's latest sample stands in for an hour without minute samples,
-and no partly held minute is weighed (the pyramid's cluster hour weighs them by the seconds held:
-all work on a GPU is the cluster's). One query for any number of attempts
-(:func:`efficiency_of_attempts`): per GPU link, the minutes wholly held are summed in SQL.
+Unlike the pyramid's hours, no GPU's latest sample stands in for an hour without minute samples.
+Two queries for any number of attempts (:func:`efficiency_of_attempts`): per GPU link, the minutes
+wholly held are summed in SQL and whether another attempt held its first and last minute is
+asked there; the partly held minutes of its own (two per GPU at most) are read in one more.
 """
 
 from __future__ import annotations
@@ -42,15 +45,28 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, DateTimeField, ExpressionWrapper, F, IntegerField, Max, OuterRef, Subquery, Sum
+from django.db.models import (
+    BooleanField,
+    Count,
+    DateTimeField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+)
 from django.db.models import Value as V
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, TruncMinute
 from django.utils import timezone
 
 from scheduler.accounting import silent_until_subquery
 from scheduler.idle import quiet_minute, threshold_pct
 from scheduler.models import AttemptGPU, GpuMinuteSample, Workload
-from scheduler.pyramid import MINUTE, measured_minutes, minute_utilization_sql
+from scheduler.pyramid import MINUTE, measured_minutes, minute_utilization, minute_utilization_sql
 
 
 @dataclass
@@ -65,8 +81,9 @@ class Efficiency:
     memory_total_mb: int | None = None
     gpus: int = 0
     running: bool = False
-    whole_minute: bool = False
-    """A GPU of it was held one whole minute at least (else no minute sample is its own)."""
+    own_minute: bool = False
+    """It held a minute of its own on a GPU at least: whole, or in part with no other attempt on
+    that GPU in it (else no minute sample is its own)."""
     threshold_pct: float = field(default_factory=threshold_pct)
 
     def add(self, other: Efficiency) -> None:
@@ -76,7 +93,7 @@ class Efficiency:
         self.idle += other.idle
         self.gpus = max(self.gpus, other.gpus)
         self.running = self.running or other.running
-        self.whole_minute = self.whole_minute or other.whole_minute
+        self.own_minute = self.own_minute or other.own_minute
         if other.memory_peak_mb is not None and (
             self.memory_peak_mb is None or other.memory_peak_mb > self.memory_peak_mb
         ):
@@ -90,11 +107,11 @@ class Efficiency:
     @property
     def utilization_why(self) -> str | None:
         """Why :attr:`utilization` is unknown (``fairway_cli.words.utilization_words`` says it):
-        ``no_whole_minute``, no minute held whole yet (or ever); ``no_sample``, none of them sampled;
-        None when it is known, or nothing was held."""
+        ``no_own_minute``, every minute it held (so far) another attempt held on the same GPU too;
+        ``no_sample``, none of its own minutes sampled; None when it is known, or nothing was held."""
         if self.measured > 0 or self.held <= 0:
             return None
-        return "no_sample" if self.whole_minute else "no_whole_minute"
+        return "no_sample" if self.own_minute else "no_own_minute"
 
     def as_data(self) -> dict[str, Any]:
         """The API's ``efficiency`` object (``fairway_cli.words.efficiency_lines`` writes it in words)."""
@@ -129,11 +146,39 @@ def _first_whole_minute(at: datetime) -> datetime:
     return minute if minute == at else minute + MINUTE
 
 
+def _partial_minutes(a0: datetime, a1: datetime) -> list[tuple[datetime, float]]:
+    """The minutes ``[a0, a1)`` holds in part (its first and last, or the one it lies in), each with
+    the seconds held of it; the others it holds whole."""
+    first, last = a0.replace(second=0, microsecond=0), a1.replace(second=0, microsecond=0)
+    if first == last:
+        return [(first, (a1 - a0).total_seconds())] if a1 > a0 else []
+    out = []
+    if first < a0:
+        out.append((first, (first + MINUTE - a0).total_seconds()))
+    if last < a1:
+        out.append((last, (a1 - last).total_seconds()))
+    return out
+
+
+def _shared(minute: str) -> Exists:
+    """Another attempt held the link's GPU in its minute ``minute`` (the link's annotation naming
+    the minute's start): its samples are in that minute too (a minute sample is the GPU's, not the
+    attempt's)."""
+    minute_end = ExpressionWrapper(OuterRef(minute) + V(MINUTE), output_field=DateTimeField())
+    others = AttemptGPU.objects.filter(gpu_id=OuterRef("gpu_id")).exclude(pk=OuterRef("pk"))
+    return Exists(
+        others.annotate(until=Coalesce(F("released_at"), F("attempt__ended_at"), output_field=DateTimeField()))
+        .filter(attempt__placed_at__lt=minute_end)
+        .filter(Q(until__isnull=True) | Q(until__gt=OuterRef(minute)))
+    )
+
+
 def efficiency_of_attempts(
     attempt_ids: Iterable[int] | None = None, now: datetime | None = None, *, workload_id: int | None = None
 ) -> dict[int, Efficiency]:
     """Each attempt's :class:`Efficiency` (of ``attempt_ids``, or of the workload ``workload_id``'s
-    attempts), by attempt id: one query; an attempt without a GPU link is absent."""
+    attempts), by attempt id: two queries (the links with their whole minutes summed, then the
+    partly held minutes); an attempt without a GPU link is absent."""
     now = now or timezone.now()
     pct = threshold_pct()
     links = AttemptGPU.objects.all()
@@ -145,27 +190,36 @@ def efficiency_of_attempts(
     if workload_id is not None:
         links = links.filter(attempt__workload_id=workload_id)
     # an open attempt on an offline host held its GPUs up to that host's last heartbeat, as it is
-    # charged (accounting.silent_until, try37; brk58: held to now here, back to it once lost)
+    # charged (accounting.silent_until, try37; brk58: held to now here, back to it once lost); a
+    # gang's part released before the attempt ended held its GPUs to its release (util46), as the
+    # pyramid's occupied time and the live count free them then (words63)
     silent = silent_until_subquery("attempt_id", outer="attempt_id")
-    until = Coalesce(F("attempt__ended_at"), silent, V(now), output_field=DateTimeField())
+    until = Coalesce(F("released_at"), F("attempt__ended_at"), silent, V(now), output_field=DateTimeField())
+    first_minute = TruncMinute("attempt__placed_at", output_field=DateTimeField())
+    last_minute = TruncMinute("held_until", output_field=DateTimeField())
     links = links.annotate(
         held_until=until,
         whole_until=ExpressionWrapper(until - V(MINUTE), output_field=DateTimeField()),
+        first_minute=first_minute,
+        last_minute=last_minute,
     )
     sampled = GpuMinuteSample.objects.filter(gpu_id=OuterRef("gpu_id"), samples__gt=0)
     mine = sampled.filter(measured_minutes())  # the minutes whose utilization was read (nvml56)
     # The minutes wholly held, each weighing a minute: the attempt's own samples only (util63).
     whole = mine.filter(minute__gte=OuterRef("attempt__placed_at"), minute__lte=OuterRef("whole_until"))
-    # the memory of the minutes held whole only: a sample is the GPU's minute, not the attempt's, so
-    # a partly held one may be another attempt's memory (left59: the previous job's 79 GB)
+    # the memory of the minutes held whole here; of the partly held ones below, where no other
+    # attempt held the GPU (left59: the previous job's 79 GB in the minute they shared)
     held = sampled.filter(minute__gte=OuterRef("attempt__placed_at"), minute__lte=OuterRef("whole_until"))
     rows = links.annotate(
         whole_n=_one(whole, Count("pk")),
         whole_util=_one(whole, Sum(minute_utilization_sql())),
         whole_idle=_one(whole, Count("pk", filter=quiet_minute(pct))),
         memory=_one(held, Max("memory_used_max_mb", output_field=IntegerField())),
+        first_shared=_shared("first_minute"),
+        last_shared=_shared("last_minute"),
     ).values_list(
         "attempt_id",
+        "gpu_id",
         "attempt__placed_at",
         "held_until",
         "gpu__memory_mb",
@@ -175,10 +229,16 @@ def efficiency_of_attempts(
         "memory",
         "attempt__ended_at",
         "attempt__started_at",
+        "first_shared",
+        "last_shared",
     )
     out: dict[int, Efficiency] = {}
+    # (attempt, GPU's memory, seconds held) of each partly held minute no other attempt held: its
+    # samples are the attempt's, and the rest of the minute the GPU was idle (util46)
+    partial: dict[tuple[int, datetime], list[tuple[int, int | None, float]]] = {}
     for (
         attempt_id,
+        gpu_id,
         a0,
         a1,
         total_mb,
@@ -188,22 +248,62 @@ def efficiency_of_attempts(
         memory,
         ended,
         started,
+        first_shared,
+        last_shared,
     ) in rows:
         e = out.setdefault(attempt_id, Efficiency(threshold_pct=pct, running=ended is None))
         e.gpus += 1
         if a1 <= a0:
             continue
         e.held += (a1 - a0).total_seconds()
-        e.whole_minute = e.whole_minute or _first_whole_minute(a0) + MINUTE <= a1
+        own = [  # its partly held minutes no other attempt held the GPU in
+            (minute, part)
+            for minute, part in _partial_minutes(a0, a1)
+            if not (first_shared if minute == a0.replace(second=0, microsecond=0) else last_shared)
+        ]
+        e.own_minute = e.own_minute or bool(own) or _first_whole_minute(a0) + MINUTE <= a1
         if started is None and ended is not None:  # it ended never started: its GPUs' minutes are other work's (try61)
             continue
+        for minute, part in own:
+            partial.setdefault((gpu_id, minute), []).append((attempt_id, total_mb, part))
         seconds = MINUTE.total_seconds()
         e.measured += (whole_n or 0) * seconds
         e.utilized += (whole_util or 0.0) / 100.0 * seconds
         e.idle += (whole_idle or 0) * seconds
         if memory is not None and (e.memory_peak_mb is None or memory > e.memory_peak_mb):
             e.memory_peak_mb, e.memory_total_mb = int(memory), total_mb or None
+    if partial:
+        _add_partial_minutes(out, partial, pct)
     return out
+
+
+def _add_partial_minutes(
+    out: dict[int, Efficiency], partial: dict[tuple[int, datetime], list[tuple[int, int | None, float]]], pct: float
+) -> None:
+    """Weigh each partly held minute of its own (``partial``: (GPU, minute) → attempt, GPU memory,
+    seconds held) by the seconds held, as :func:`scheduler.pyramid.weigh_minutes` weighs the
+    cluster's: one query."""
+    gpus = sorted({g for g, _m in partial})
+    minutes = sorted({m for _g, m in partial})
+    found = (
+        GpuMinuteSample.objects.filter(gpu_id__in=gpus, minute__in=minutes, samples__gt=0)
+        .annotate(
+            measured=ExpressionWrapper(measured_minutes(), output_field=BooleanField()),
+            quiet=ExpressionWrapper(quiet_minute(pct), output_field=BooleanField()),
+        )
+        .values_list(
+            "gpu_id", "minute", "measured", "quiet", "utilization_sum", "utilization_samples", "memory_used_max_mb"
+        )
+    )
+    for gpu_id, minute, measured, quiet, total, n, memory in found:
+        for attempt_id, total_mb, seconds in partial.get((gpu_id, minute), ()):
+            e = out[attempt_id]
+            if measured:
+                e.measured += seconds
+                e.utilized += seconds * minute_utilization(total, n)
+                e.idle += seconds if quiet else 0.0
+            if memory is not None and (e.memory_peak_mb is None or memory > e.memory_peak_mb):
+                e.memory_peak_mb, e.memory_total_mb = int(memory), total_mb or None
 
 
 @dataclass

@@ -103,7 +103,8 @@ def weigh_minutes(a0: datetime, a1: datetime, series: dict[datetime, float]) -> 
     weighs the seconds of it the GPU was held: returns ``(measured, utilized)`` GPU-seconds, the
     held seconds of sampled minutes and those times their utilization. A minute without a sample
     is not measured (never 0 %). The pyramid's (:func:`compute_hour`); an attempt's
-    (``scheduler.efficiency``) counts only the minutes it held whole, its own samples (util63)."""
+    (``scheduler.efficiency``) weighs its minutes the same way, but only those no other attempt held
+    the GPU in, its own samples (util63, util46)."""
     measured = utilized = 0.0
     minute = a0.replace(second=0, microsecond=0)
     while minute < a1:

@@ -829,19 +829,21 @@ class IdleSerializer(serializers.Serializer):
 
 class EfficiencySerializer(serializers.Serializer):
     gpus = serializers.IntegerField(help_text="GPUs held (of a workload: the most of one attempt)")
-    gpu_hours = serializers.FloatField(help_text="GPU-hours held: from placement to the end, or now")
+    gpu_hours = serializers.FloatField(
+        help_text="GPU-hours held: from placement to the end (a gang's part released earlier: to its release), or now"
+    )
     utilization = serializers.FloatField(
         allow_null=True,
-        help_text="mean NVML utilization 0..1 over the minutes of measured GPU-time held whole (a partly held "
-        "first or last minute's sample is the GPU's, other work's too: not measured); fixed once it ended; "
-        "null: not measured",
+        help_text="mean NVML utilization 0..1 over the measured GPU-time held, each minute weighing the seconds "
+        "held of it (a minute in which another attempt held the GPU too is the GPU's, other work's too: not "
+        "measured); fixed once the minute it ended in is over; null: not measured",
     )
     utilization_why = serializers.ChoiceField(
-        choices=["no_whole_minute", "no_sample"],
+        choices=["no_own_minute", "no_sample"],
         allow_null=True,
-        help_text="why utilization is null: no_whole_minute, it has held (or held) no whole minute, so no "
-        "minute sample is its own yet; no_sample, none of its whole minutes had a utilization reading; "
-        "null: measured (or nothing held)",
+        help_text="why utilization is null: no_own_minute, another attempt held its GPUs in every minute it "
+        "held them (so far), so no minute sample is its own; no_sample, none of its own minutes had a "
+        "utilization reading; null: measured (or nothing held)",
     )
     not_measured = serializers.FloatField(
         allow_null=True, help_text="share 0..1 of the GPU-time held without a minute sample; null: nothing held"

@@ -129,3 +129,48 @@ def test_the_workload_page_shows_efficiency(client, researcher, twice):
     assert 'id="efficiency"' in html and "80% (mean over the measured GPU-time)" in html
     assert f'<td class="num attempt-util">{NOT_MEASURED}</td>' in html
     assert '<td class="num attempt-util">80%</td>' in html
+
+
+def test_every_surface_reads_a_short_jobs_one_utilization(
+    client, monkeypatch, researcher, researcher_client, submit_kwargs
+):
+    """util46: a 50 s job (placed at :40, ended at 1:30) held no whole minute and read "not measured"
+    everywhere, though the agent sampled its GPU; each minute now counts by the seconds held of it
+    (20 s at 30 %, 30 s at 90 %: 66 %), the same figure on the API's detail and history, ``fairway
+    show``, ``seff`` and ``history``, the workload page, and the cluster's pyramid (its metrics)."""
+    from scheduler.models import Host
+    from scheduler.pyramid import hour_of, rollup_hour
+
+    w = do_submit_workload(researcher, **submit_kwargs(name="quick", gpu_count=1))
+    minute = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=10)
+    Host.objects.update(created_at=minute - timedelta(days=1))
+    gpu = GPU.objects.get(host__name="a100-1", index=0)
+    attempt = Attempt.objects.create(
+        workload=w, number=1, host=gpu.host, allocated=True, placed_at=minute + timedelta(seconds=40),
+        started_at=minute + timedelta(seconds=40), ended_at=minute + timedelta(minutes=1, seconds=30),
+        end_reason="succeeded",
+    )  # fmt: skip
+    AttemptGPU.objects.create(attempt=attempt, gpu=gpu, open=False)
+    for m, util in ((0, 30.0), (1, 90.0)):
+        GpuMinuteSample.objects.create(
+            gpu=gpu, minute=minute + timedelta(minutes=m), samples=4, utilization_samples=4, utilization_sum=4 * util
+        )
+    Workload.objects.filter(pk=w.pk).update(state=Workload.State.SUCCEEDED, finished_at=timezone.now())
+    data = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
+    assert data["efficiency"]["utilization"] == 0.66 and data["attempts"][0]["efficiency"]["utilization"] == 0.66
+    rows = researcher_client.get("/api/v1/workloads/history/").json()["results"]
+    assert [(r["workload"], r["utilization"]) for r in rows] == [(w.pk, 0.66)]
+    assert "GPU utilization: 66% (mean over the measured GPU-time)" in run_cli(
+        monkeypatch, researcher, "show", str(w.pk)
+    )
+    assert "GPU utilization: 66%" in run_cli(monkeypatch, researcher, "seff", str(w.pk))
+    assert any(line.endswith(",0.66") for line in run_cli(monkeypatch, researcher, "history", "--csv").splitlines())
+    client.force_login(researcher)
+    assert '<td class="num attempt-util">66%</td>' in client.get(f"/workloads/{w.pk}/").content.decode()
+    for hour in {hour_of(attempt.placed_at), hour_of(attempt.ended_at)}:
+        if hour < hour_of(timezone.now()):
+            rollup_hour(gpu.host.cluster, hour)
+    pyramid = researcher_client.get("/api/v1/metrics/pyramid/").json()
+    (cluster,) = [c for c in pyramid if c["cluster"] == gpu.host.cluster.name]
+    assert cluster["total"]["utilization_of_occupied"] == 0.66
+    assert "occupied GPU-time at 66% mean utilization" in client.get("/metrics/").content.decode()

@@ -129,7 +129,9 @@ def test_detail_of_a_running_workload_has_no_query_per_attempt_or_gpu(researcher
     response, queries = _count(researcher_client, "get", f"{URL}{workload.pk}/")
     assert response.status_code == 200 and len(response.json()["attempts"]) == 1
     assert len(response.json()["attempts"][0]["gpus"]) == 8
-    assert queries <= DETAIL_QUERIES + 1
+    # + the efficiency's two (scheduler.efficiency: the links with their whole minutes, then the partly
+    # held minutes of its own, util46), whatever the number of GPUs
+    assert queries <= DETAIL_QUERIES + 2
 
 
 def test_the_tree_costs_a_fixed_number_of_queries_whatever_the_queue_holds(

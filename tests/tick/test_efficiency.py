@@ -50,15 +50,15 @@ def test_no_samples_is_not_measured_never_zero(tw, ticks):
     assert data["not_measured"] == 1.0 and data["running"] is False
 
 
-def test_the_minutes_held_whole_are_measured(tw, ticks):
+def test_the_minutes_held_are_measured_by_the_seconds_held(tw, ticks):
     host = tw.host("h1", 2)
     g0, g1 = GPU.objects.filter(host=host).order_by("index")
     GPU.objects.filter(host=host).update(memory_mb=80_000)
     minute = tw.now.replace(second=0) - timedelta(minutes=10)
     # held from the middle of the first minute to 2 min 30 s: 150 s per GPU
     a = _held(tw, [g0, g1], placed=minute + timedelta(seconds=30), ended=minute + timedelta(minutes=3, seconds=0))
-    _sample(g0, minute, 100.0, memory=10_000)  # the minute it was placed in: partly other work's (util63)
-    _sample(g1, minute, 0.0)  # likewise not its own
+    _sample(g0, minute, 100.0, memory=10_000)  # the minute it was placed in: 30 s of it (util46)
+    _sample(g1, minute, 0.0)  # 30 s at 0 %: idle
     _sample(g0, minute + timedelta(minutes=1), 40.0, memory=60_000)  # 60 s at 40 %
     # g1's second minute has no sample: not measured
     _sample(g0, minute + timedelta(minutes=2), 20.0)  # 60 s
@@ -67,20 +67,20 @@ def test_the_minutes_held_whole_are_measured(tw, ticks):
     _sample(g0, minute - timedelta(minutes=1), 99.0, memory=79_000)  # before: ignored
     e = efficiency_of_attempts([a.pk])[a.pk]
     assert e.held == 2 * 150
-    assert e.measured == 60 + 60 + 60
-    assert e.utilized == pytest.approx(60 * 0.4 + 60 * 0.2 + 60 * 0.005)
+    assert e.measured == 30 + 60 + 60 + 30 + 60
+    assert e.utilized == pytest.approx(30 * 1.0 + 60 * 0.4 + 60 * 0.2 + 60 * 0.005)
     data = e.as_data()
-    assert data["utilization"] == pytest.approx(round((24 + 12 + 0.3) / 180, 4))
-    assert data["not_measured"] == pytest.approx(120 / 300)
-    assert data["idle"] == pytest.approx(round(60 / 180, 4))  # 60 s of g1 under 1 %
+    assert data["utilization"] == pytest.approx(round((30 + 24 + 12 + 0.3) / 240, 4))
+    assert data["not_measured"] == pytest.approx(60 / 300)
+    assert data["idle"] == pytest.approx(round(90 / 240, 4))  # 30 s and 60 s of g1 under 1 %
     assert (data["memory_peak_mb"], data["memory_total_mb"]) == (60_000, 80_000)
     assert data["gpus"] == 2 and data["idle_threshold_pct"] == 1.0
 
 
-def test_the_peak_memory_is_of_the_minutes_held_whole(tw, ticks):
+def test_the_peak_memory_is_of_the_minutes_it_held_alone(tw, ticks):
     """left59: samples are per GPU per minute, not per attempt: a short job placed right after a
     79 GB one read "79 of 80 GB", the previous job's memory in the minute they shared. The peak is
-    of the minutes the attempt held whole; with none whole, not measured (docs/jobs.md)."""
+    of the minutes no other attempt held the GPU in; with none, not measured (docs/jobs.md)."""
     from fairway_cli.words import NOT_MEASURED, efficiency_lines
 
     host = tw.host("h1", 1)
@@ -90,12 +90,14 @@ def test_the_peak_memory_is_of_the_minutes_held_whole(tw, ticks):
     _sample(gpu, minute, 90.0, memory=79_000)  # the 79 GB job ended at minute + 20 s
     _sample(gpu, minute + timedelta(minutes=1), 30.0, memory=2_000)
     _sample(gpu, minute + timedelta(minutes=2), 30.0, memory=3_000)
-    short = _held(tw, [gpu], placed=minute + timedelta(seconds=25), ended=minute + timedelta(minutes=1, seconds=50))
+    _held(tw, [gpu], placed=minute - timedelta(minutes=30), ended=minute + timedelta(seconds=20))
+    short = _held(tw, [gpu], placed=minute + timedelta(seconds=25), ended=minute + timedelta(seconds=50))
     data = efficiency_of_attempts([short.pk])[short.pk].as_data()
-    assert data["memory_peak_mb"] is None  # no minute held whole
+    assert data["memory_peak_mb"] is None  # its one minute was the 79 GB job's too
     assert dict(efficiency_lines(data))["Peak GPU memory"] == NOT_MEASURED
-    longer = _held(tw, [gpu], placed=minute + timedelta(seconds=25), ended=minute + timedelta(minutes=2, seconds=50))
-    assert efficiency_of_attempts([longer.pk])[longer.pk].memory_peak_mb == 2_000  # its whole minute only
+    short.gpu_links.all().delete()  # one attempt at a time on the GPU
+    longer = _held(tw, [gpu], placed=minute + timedelta(seconds=25), ended=minute + timedelta(minutes=1, seconds=50))
+    assert efficiency_of_attempts([longer.pk])[longer.pk].memory_peak_mb == 2_000  # not the shared minute's
 
 
 def test_an_attempt_inside_one_minute(tw, ticks):
@@ -104,9 +106,9 @@ def test_an_attempt_inside_one_minute(tw, ticks):
     a = _held(tw, [gpu], placed=minute + timedelta(seconds=10), ended=minute + timedelta(seconds=40))
     _sample(gpu, minute, 50.0)
     e = efficiency_of_attempts([a.pk])[a.pk]
-    # the minute's sample is the GPU's: 30 s of it are other work's or idle (util63)
-    assert (e.held, e.measured, e.utilized) == (30, 0, 0)
-    assert e.as_data()["utilization_why"] == "no_whole_minute"
+    # no other attempt held the GPU in that minute: its samples count by the 30 s held (util46)
+    assert (e.held, e.measured, e.utilized) == (30, 30, pytest.approx(15))
+    assert e.as_data()["utilization_why"] is None
 
 
 def test_the_idle_threshold_setting_decides_an_idle_minute(tw, ticks, settings):
@@ -201,9 +203,10 @@ def test_agrees_with_the_pyramids_utilization_on_the_same_samples(tw, ticks):
     assert utilized <= t["utilized"]
 
 
-def test_a_week_on_eight_gpus_is_one_query(tw, ticks, capsys):
+def test_a_week_on_eight_gpus_is_two_queries(tw, ticks, capsys):
     """The cost the brief asked about: a workload that held 8 GPUs for a week, every minute sampled
-    (80,640 rows), read in one query; the time is printed (``-s``) for docs/jobs.md."""
+    (80,640 rows), read in two queries (the whole minutes summed, then the partly held ones, util46);
+    the time is printed (``-s``) for docs/jobs.md."""
     import time
 
     gpus = list(GPU.objects.filter(host=tw.host("big", 8)).order_by("index"))
@@ -229,7 +232,7 @@ def test_a_week_on_eight_gpus_is_one_query(tw, ticks, capsys):
         began = time.perf_counter()
         found = efficiency_of_attempts(None, tw.now, workload_id=w.pk)
         took = time.perf_counter() - began
-    assert len(queries) == 1
+    assert len(queries) == 2
     (e,) = found.values()
     assert e.held == 8 * 7 * 86400 and e.measured == e.held
     with capsys.disabled():
@@ -254,7 +257,8 @@ class _Undone(Exception):
 )
 def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
     """The fast path (SQL sums of the wholly held minutes, the partly held ones in Python) against
-    the oracle: :func:`weigh_minutes` over every sample of the GPU, and the idle and memory rules
+    the oracle: :func:`weigh_minutes` over the attempt's own minutes of the GPU (held whole, or
+    in part with no other attempt's link on the GPU in it: util46), and the idle and memory rules
     read minute by minute."""
     settings.FAIRWAY = {**settings.FAIRWAY, "IDLE_UTIL_PCT": pct}
     try:
@@ -273,31 +277,47 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                 a = _held(tw, [gpus[i % 2]] if i < 2 else gpus, placed=placed, ended=ended)
                 attempts.append(a)
             found = efficiency_of_attempts([a.pk for a in attempts], now)
+            every = [
+                (link.gpu_id, link.attempt_id, a.placed_at, a.ended_at) for a in attempts for link in a.gpu_links.all()
+            ]
+
+            def shared(link_gpu, attempt_id, m):  # another attempt's link on the GPU in minute m
+                return any(
+                    g == link_gpu and o != attempt_id and p0 < m + timedelta(minutes=1) and (p1 is None or p1 > m)
+                    for g, o, p0, p1 in every
+                )
+
             for a in attempts:
                 a0, a1 = a.placed_at, a.ended_at or now
                 held = measured = utilized = idle = 0.0
                 peak = None
-                whole_any = False
+                own_any = False
                 for link in a.gpu_links.all():
                     rows = {r.minute: r for r in GpuMinuteSample.objects.filter(gpu_id=link.gpu_id, samples__gt=0)}
                     if a1 <= a0:
                         continue
                     held += (a1 - a0).total_seconds()
-                    # the minutes held whole only (util63: a partly held one is other work's too)
-                    whole = {m: r for m, r in rows.items() if m >= a0 and m + timedelta(minutes=1) <= a1}
-                    first = a0.replace(second=0, microsecond=0)
-                    first += timedelta(minutes=1) if first < a0 else timedelta(0)
-                    whole_any = whole_any or first + timedelta(minutes=1) <= a1
-                    series = {m: minute_utilization(r.utilization_sum, r.samples) for m, r in whole.items()}
+                    # the minutes it held whole, and those held in part no other attempt held (util46)
+                    mine = []
+                    m = a0.replace(second=0, microsecond=0)
+                    while m < a1:
+                        whole = m >= a0 and m + timedelta(minutes=1) <= a1
+                        if whole or not shared(link.gpu_id, a.pk, m):
+                            mine.append(m)
+                        m += timedelta(minutes=1)
+                    own_any = own_any or bool(mine)
+                    series = {
+                        m: minute_utilization(rows[m].utilization_sum, rows[m].samples) for m in mine if m in rows
+                    }
                     part, util = weigh_minutes(a0, a1, series)
                     measured += part
                     utilized += util
                     quiet = {m: v for m, v in series.items() if rows[m].utilization_sum < rows[m].samples * pct}
                     idle += weigh_minutes(a0, a1, quiet)[0]
-                    # the minutes held whole (left59: a partly held one is another attempt's too)
-                    held_rows = [r for m, r in rows.items() if m >= a0 and m + timedelta(minutes=1) <= a1]
+                    # the same minutes' memory (left59: a shared one is another attempt's too)
                     peak = max(
-                        [r.memory_used_max_mb for r in held_rows] + ([peak] if peak is not None else []), default=None
+                        [rows[m].memory_used_max_mb for m in mine if m in rows] + ([peak] if peak is not None else []),
+                        default=None,
                     )
                 e = found[a.pk]
                 assert e.held == pytest.approx(held)
@@ -305,7 +325,7 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                 assert e.utilized == pytest.approx(utilized)
                 assert e.idle == pytest.approx(idle)
                 assert e.memory_peak_mb == peak
-                why = None if measured > 0 or held <= 0 else ("no_sample" if whole_any else "no_whole_minute")
+                why = None if measured > 0 or held <= 0 else ("no_sample" if own_any else "no_own_minute")
                 assert e.utilization_why == why
             raise _Undone
     except _Undone:
@@ -328,41 +348,45 @@ def test_an_attempt_that_never_started_measures_none_of_its_gpus_minutes(tw, tic
     assert efficiency_of_attempts([started.pk])[started.pk].as_data()["utilization"] == 0.71
 
 
-def test_a_finished_attempts_utilization_is_fixed_once_it_ends(tw, ticks):
+def test_a_finished_attempts_utilization_is_fixed_once_its_last_minute_is_over(tw, ticks):
     """util63: a finished attempt read 61 %, then 63 %, then 64 % on reloads: the minute it ended in
-    took the next attempt's samples on the same GPU. Read twice, with the next attempt's samples
-    recorded in between (the heartbeat's own path), it is the same number."""
+    took the next attempt's samples on the same GPU. util46: that minute is its own only if no
+    other attempt held the GPU in it, which is settled once the minute is over. Read then, and
+    again after the next attempt's samples (the heartbeat's own path), it is the same number."""
     from scheduler import metrics
 
     gpu = GPU.objects.get(host=tw.host("h1", 1))
     minute = tw.now.replace(second=0) - timedelta(minutes=10)
-    # placed at :30, ended at 3 min 20 s: its own minutes are minute+1 and minute+2
+    # placed at :30, ended at 3 min 20 s: minute+1 and minute+2 held whole, minute 30 s of it
     a = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(minutes=3, seconds=20))
     for m, util in ((0, 60.0), (1, 60.0), (2, 62.0), (3, 60.0)):
         metrics.record_samples(
-            [(gpu.pk, "healthy", {"utilization_pct": util})], minute + timedelta(minutes=m, seconds=5)
+            [(gpu.pk, "healthy", {"utilization_pct": util})], minute + timedelta(minutes=m, seconds=35)
         )
-    before = efficiency_of_attempts([a.pk])[a.pk].as_data()
     # the next attempt on the same GPU, placed in the minute the first one ended in, busy at 100 %
     _held(tw, [gpu], placed=minute + timedelta(minutes=3, seconds=25))
-    for s in (30, 40, 50):
+    for s in (40, 50):
         metrics.record_samples(
             [(gpu.pk, "healthy", {"utilization_pct": 100.0})], minute + timedelta(minutes=3, seconds=s)
         )
+    before = efficiency_of_attempts([a.pk], minute + timedelta(minutes=4))[a.pk].as_data()
     for m in (4, 5):
         metrics.record_samples(
             [(gpu.pk, "healthy", {"utilization_pct": 100.0})], minute + timedelta(minutes=m, seconds=5)
         )
     after = efficiency_of_attempts([a.pk])[a.pk].as_data()
     assert after == before
-    assert before["utilization"] == 0.61  # its two whole minutes, 60 % and 62 %
+    # 30 s at 60 %, its two whole minutes at 60 % and 62 %; not the minute the next one shared
+    assert before["utilization"] == pytest.approx(round((18 + 36 + 37.2) / 150, 4))
 
 
-def test_partly_held_minutes_are_not_the_attempts(tw, ticks):
-    """util63: the first and the last minute's samples are the GPU's, partly another attempt's (or
-    idle), so they are not the attempt's: held, not measured. Its whole minutes are its own."""
+def test_partly_held_minutes_shared_with_other_attempts_are_not_the_attempts(tw, ticks):
+    """util63: the first and the last minute's samples are the GPU's, partly another attempt's, so
+    they are not the attempt's: held, not measured. Its whole minutes are its own."""
     gpu = GPU.objects.get(host=tw.host("h1", 1))
     minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    _held(tw, [gpu], placed=minute - timedelta(minutes=5), ended=minute + timedelta(seconds=25))
+    _held(tw, [gpu], placed=minute + timedelta(minutes=3, seconds=25), ended=minute + timedelta(minutes=6))
     a = _held(tw, [gpu], placed=minute + timedelta(seconds=30), ended=minute + timedelta(minutes=3, seconds=20))
     _sample(gpu, minute, 90.0)  # the work before it, 30 s of it held
     _sample(gpu, minute + timedelta(minutes=1), 40.0)
@@ -375,28 +399,31 @@ def test_partly_held_minutes_are_not_the_attempts(tw, ticks):
     assert data["utilization_why"] is None
 
 
-def test_an_attempt_younger_than_one_minute_sample_has_no_utilization(tw, ticks):
-    """util63: a job seconds old read 2 %, the idle GPU's minute before it was placed. Until it has
-    held one whole minute there is no sample of its own: not measured yet, and why."""
+def test_an_attempt_in_minutes_other_attempts_shared_has_no_utilization(tw, ticks):
+    """util63: a job seconds old read another job's minute. util46: a minute it held in part counts
+    only if no other attempt held the GPU in it; until it has one, not measured yet, and why."""
     from fairway_cli.words import efficiency_lines, utilization_words
 
     gpu = GPU.objects.get(host=tw.host("h1", 1))
     minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    _held(tw, [gpu], placed=minute - timedelta(minutes=3), ended=minute + timedelta(seconds=30))
     a = _held(tw, [gpu], placed=minute + timedelta(seconds=40))
-    _sample(gpu, minute, 2.0)
+    _sample(gpu, minute, 90.0)  # both jobs' samples
     data = efficiency_of_attempts([a.pk], minute + timedelta(seconds=50))[a.pk].as_data()
     assert data["utilization"] is None and data["running"] is True
-    assert data["utilization_why"] == "no_whole_minute"
+    assert data["utilization_why"] == "no_own_minute"
     words = utilization_words(None, data["utilization_why"], running=True)
-    assert words == "not measured yet (held no whole minute so far)"
+    assert words == "not measured yet (so far its GPUs were shared with other jobs in every minute it held them)"
     assert dict(efficiency_lines(data))["GPU utilization"] == words
-    # ended inside its first whole minute: never one of its own
-    Attempt.objects.filter(pk=a.pk).update(ended_at=minute + timedelta(minutes=1, seconds=30))
+    # ended inside that minute: never one of its own
+    Attempt.objects.filter(pk=a.pk).update(ended_at=minute + timedelta(seconds=55))
     done = efficiency_of_attempts([a.pk])[a.pk].as_data()
-    assert done["utilization"] is None and done["utilization_why"] == "no_whole_minute"
-    assert dict(efficiency_lines(done))["GPU utilization"] == "not measured (held no whole minute)"
-    # once it has held a whole minute with a sample, that minute is its figure
+    assert done["utilization"] is None and done["utilization_why"] == "no_own_minute"
+    assert dict(efficiency_lines(done))["GPU utilization"] == (
+        "not measured (its GPUs were shared with other jobs in every minute it held them)"
+    )
+    # once it has held a minute of its own with a sample, that minute is its figure
     Attempt.objects.filter(pk=a.pk).update(ended_at=None)
     _sample(gpu, minute + timedelta(minutes=1), 80.0)
-    grown = efficiency_of_attempts([a.pk], minute + timedelta(minutes=2, seconds=1))[a.pk].as_data()
+    grown = efficiency_of_attempts([a.pk], minute + timedelta(minutes=2))[a.pk].as_data()
     assert grown["utilization"] == 0.8 and grown["utilization_why"] is None

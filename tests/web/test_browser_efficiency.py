@@ -22,26 +22,32 @@ def test_the_workload_page_shows_how_well_it_used_its_gpus(new_page, twice):  # 
     assert page.locator(".attempt-util").all_inner_texts() == ["80%", NOT_MEASURED]
 
 
-def test_a_job_seconds_old_reads_not_measured_yet_and_why(new_page, researcher, submit_kwargs):
-    """util63: a job seconds old read 2 %, the idle GPU's minute before it was placed: until it has
-    held a whole minute no sample is its own, and the page says so."""
+def test_a_job_seconds_old_after_another_reads_not_measured_yet_and_why(new_page, researcher, submit_kwargs):
+    """util63: a job seconds old read the previous job's minute on its GPU. util46: a minute another
+    attempt held the GPU in too is not its own; until it has one, the page says so."""
     from datetime import timedelta
 
     from django.utils import timezone
 
-    from scheduler.models import Workload
+    from scheduler.models import Attempt, Workload
     from scheduler.services import do_submit_workload
     from tests.api.test_efficiency_api import ran
 
+    before = do_submit_workload(researcher, **submit_kwargs(name="before", gpu_count=1))
     w = do_submit_workload(researcher, **submit_kwargs(name="young", gpu_count=1))
-    attempt = ran(w, "a100-1", 1, 0, 1, 2.0, end=False)  # the idle minute it was placed in
-    attempt.placed_at = attempt.started_at = timezone.now() - timedelta(seconds=5)
+    attempt = ran(w, "a100-1", 1, 0, 1, 90.0, end=False)  # the minute it was placed in: both jobs'
+    minute = attempt.placed_at
+    attempt.placed_at = attempt.started_at = max(
+        minute + timedelta(microseconds=1), timezone.now() - timedelta(seconds=5)
+    )
     attempt.save(update_fields=["placed_at", "started_at"])
+    previous = ran(before, "a100-1", 1, 3, 3, None)  # ended as the young one was placed
+    Attempt.objects.filter(pk=previous.pk).update(ended_at=attempt.placed_at)
     Workload.objects.filter(pk=w.pk).update(state=Workload.State.RUNNING)
     page = new_page()
     log_in(page, "researcher")
     page.goto(f"/workloads/{w.pk}/")
-    said = "not measured yet (held no whole minute so far)"
+    said = "not measured yet (so far its GPUs were shared with other jobs in every minute it held them)"
     rows = dict(
         (r.locator("th").text_content(), r.locator("td").inner_text()) for r in page.locator("#efficiency tr").all()
     )
