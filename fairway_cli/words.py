@@ -483,14 +483,16 @@ def quote_start_text(line: Mapping[str, Any], waits_for: Iterable[int] = (), why
     """A quote line's start (DESIGN.md §3.8) as the API's ``start_text``, the submit form's "Starts
     by" column and ``fairway submit --quote``'s STARTS BY write it (quote46: the form and the CLI
     each built it from the line's fields): ``now``; the estimated start, an upper bound
-    (``14:05:09 UTC``); with no start, ``none: waits for #12`` (its ``after`` work not ended),
-    ``none: <why_none>`` (the server's reason no start can come, ``budget nlp is on hold``), or
-    ``none before <the search's end>``. ``line``: the API's line (or its fields: ``starts_now``,
-    ``estimated_start``, ``searched_until``)."""
+    (``14:05:09 UTC``); either followed by `` (unfunded)`` where the work starts at its budget's
+    downgrade cap (``unfunded``: no protection, no charge; unfunded46); with no start, ``none: waits
+    for #12`` (its ``after`` work not ended), ``none: <why_none>`` (the server's reason no start can
+    come, ``budget nlp is on hold``), or ``none before <the search's end>``. ``line``: the API's line
+    (or its fields: ``starts_now``, ``estimated_start``, ``unfunded``, ``searched_until``)."""
+    unfunded = " (unfunded)" if line.get("unfunded") else ""
     if line.get("starts_now"):
-        return "now"
+        return "now" + unfunded
     if line.get("estimated_start"):
-        return instant_text(line["estimated_start"])
+        return instant_text(line["estimated_start"]) + unfunded
     if waits_for:
         return "none: waits for " + ", ".join(f"#{wid}" for wid in waits_for)
     if why_none:

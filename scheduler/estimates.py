@@ -525,6 +525,7 @@ class QuoteLine:
     ratio_after_text: str = ""  # as the web form and the CLI print it (reports.ratio_texts)
     starts_now: bool = False  # the first pass starts it: every surface says "now", not the current second
     start_text: str = ""  # its start as every surface prints it (fairway_cli.words.quote_start_text)
+    unfunded: bool = False  # it starts at its budget's downgrade cap: unallocated, charge 0, ratio unchanged
 
     @property
     def charge_gpu_seconds(self) -> float:
@@ -715,7 +716,8 @@ def budget_notes(workload: Workload, snap: Any = None) -> list[str]:
             return [
                 f"Budget {path} has reached its cap: until its usage falls below the cap its new work runs "
                 "unfunded, as unallocated work does: its minimum runtime protects nothing, it can be "
-                "preempted at any time and nothing is charged (the lines' charges and ratios do not apply).",
+                "preempted at any time and nothing is charged (a line that starts then says unfunded, "
+                "charges 0 and leaves the ratio as it is).",
                 "A line that starts after the cap lifts, as usage leaves its period (the simulation "
                 "follows it), runs allocated.",
             ]
@@ -723,7 +725,7 @@ def budget_notes(workload: Workload, snap: Any = None) -> list[str]:
             then = (
                 "starts only once enough usage has left the period"
                 if node.on_cap == OnCap.HOLD
-                else "runs unfunded, neither charged nor protected (its charge and ratio do not apply)"
+                else "starts unfunded, neither charged nor protected (it says so, with a charge of 0)"
             )
             notes.append(
                 f"Budget {path} has a cap of {cap.limit / 3600:g} GPU-hours per {cap.period // 86400} days, "
@@ -826,6 +828,7 @@ def do_quote(
             own is not None and q.min_runtime == workload.min_runtime_s,
             datetime.fromtimestamp(q.searched_until, tz=UTC),
             starts_now=q.start is not None and q.start <= snap.now,
+            unfunded=q.unfunded,
         )
         for q in rows
     ]

@@ -663,9 +663,14 @@ class QuoteLineSerializer(serializers.Serializer):
         help_text="how far the forward simulation got: with no estimated start, none before this "
         "(one window ahead unless the quote's time limit ran out)"
     )
+    unfunded = serializers.BooleanField(
+        help_text="it starts while its budget's cap (on_cap downgrade) is reached, so it runs unfunded as "
+        "unallocated work: nothing protected, charge_gpu_hours 0, ratio_after the budget's ratio now"
+    )
     start_text = serializers.CharField(
-        help_text="its start as the submit form and fairway submit --quote print it: now, the estimated start, or "
-        "none (none: waits for #12; none: budget nlp is on hold; none before <searched_until>)"
+        help_text="its start as the submit form and fairway submit --quote print it: now, the estimated start "
+        "(either with ' (unfunded)' when unfunded), or none (none: waits for #12; none: budget nlp is on hold; "
+        "none before <searched_until>)"
     )
 
 

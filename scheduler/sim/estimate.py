@@ -68,6 +68,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from scheduler.policy import (
     Attempt,
@@ -544,6 +545,11 @@ class Forward:
         decided nothing. A quote's shared simulation, whose probe compares
         reservations, runs without (:func:`quote_starts`)."""
         self.started: dict[str, int] = {}
+        """Workload id → the instant the simulation first started it."""
+        self.started_unfunded: set[str] = set()
+        """The workloads of :attr:`started` whose first start was unfunded: allocated work the pass
+        started unallocated while its budget's cap with ``on_cap=downgrade`` was reached (the
+        pass's ``Start.unfunded``, which the tick writes on the attempt; DESIGN.md §3.7)."""
         self.first: Decisions | None = None
         self.quiet = False
         """The last pass decided nothing, reserved nothing, and no nomination is open: see
@@ -801,7 +807,10 @@ class Forward:
             self._hold(w.id, 1)
             if self.caps is not None:
                 self.caps.opened(a)
-            self.started.setdefault(w.id, self.now)
+            if w.id not in self.started:
+                self.started[w.id] = self.now
+                if st.unfunded:
+                    self.started_unfunded.add(w.id)
             limit = self.limits.get(w.id)
             if limit is not None:
                 self._end_at(a, self.now + limit)
@@ -917,6 +926,7 @@ class Forward:
         other.lumps = dict(self.lumps)
         other.nominations = dict(self.nominations)
         other.started = dict(self.started)
+        other.started_unfunded = set(self.started_unfunded)
         other.known = dict(self.known)
         other.requeue = set(self.requeue)
         other.ends = dict(self.ends)
@@ -1118,7 +1128,8 @@ class Quote:
     """One line of a quote (§3.8): for minimum runtime ``min_runtime`` (seconds), the estimated
     start (epoch seconds; None: none within one window), the GPU-seconds its protected part
     would charge (``gpus × M``) and the budget's ratio ``r = (U + C) / E`` once it is admitted
-    (its commitment added)."""
+    (its commitment added). Started ``unfunded`` (at a downgrade cap, DESIGN.md §3.7) it is
+    unallocated work: it charges 0 and adds no commitment."""
 
     min_runtime: int
     start: int | None
@@ -1127,6 +1138,21 @@ class Quote:
     searched_until: int
     """The simulated instant the search reached: with no ``start``, none before it; before the
     window's end only when the time budget ran out."""
+    unfunded: bool = False
+    """The simulation starts it unfunded at ``start`` (:attr:`QuoteStart.unfunded`)."""
+
+
+class QuoteStart(NamedTuple):
+    """One variant's answer of :func:`quote_starts`."""
+
+    start: int | None
+    """Its estimate (None: no start found)."""
+    reached: int
+    """The simulated instant the search reached (the horizon's end when complete)."""
+    unfunded: bool = False
+    """The simulation's first start of it, which ``start`` is, was unfunded (:attr:`Forward.started_unfunded`).
+    A start its first pass's reservation brings earlier is funded: a reservation is made for work of the
+    allocated pass, and stands only where no cap of its budget moves by then (:meth:`Forward.reservation_stands`)."""
 
 
 def quote(
@@ -1157,10 +1183,10 @@ def quote(
     left = deadline - time.thread_time()
     starts = quote_starts(snap, variants, grace=grace, horizon=horizon, budget_s=left, running=running, limits=limits)
     out = []
-    for w, (start, reached) in zip(variants, starts, strict=True):
-        commit = w.gpus * w.min_runtime
+    for w, found in zip(variants, starts, strict=True):
+        commit = 0 if found.unfunded else w.gpus * w.min_runtime  # unfunded work is unallocated work
         ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
-        out.append(Quote(w.min_runtime, start, commit, ratio, reached))
+        out.append(Quote(w.min_runtime, found.start, commit, ratio, found.reached, found.unfunded))
     return out
 
 
@@ -1173,11 +1199,12 @@ def quote_starts(
     budget_s: float = QUOTE_BUDGET_S,
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
-) -> list[tuple[int | None, int]]:
+) -> list[QuoteStart]:
     """For each of ``variants`` (workloads not in ``snap``, all of one id, differing in ``M``):
     its estimate in the forward simulation of ``snap`` with it added (as :func:`forward` with
-    ``only``: the start, capped by its first pass's reservation), and the instant the search
-    reached (the horizon's end when complete). ``budget_s``: CPU seconds for all of them.
+    ``only``: the start, capped by its first pass's reservation), the instant the search
+    reached (the horizon's end when complete), and whether it starts unfunded (:class:`QuoteStart`).
+    ``budget_s``: CPU seconds for all of them.
 
     Exact, and shared: until a variant acts in a pass (is placed, preempts or reserves), that
     pass decides with it what it decides without it, so one simulation without the variants
@@ -1194,11 +1221,11 @@ def quote_starts(
     shared = Forward(snap, grace, running, limits, end)
     shared.scheduler = IncrementalScheduler()  # every field of each pass: the probe compares reservations
     tree = shared.tree
-    out: dict[int, tuple[int | None, int]] = {}
+    out: dict[int, QuoteStart] = {}
     waiting: list[int] = []
     for i, w in enumerate(variants):
         if not _may_ever_start(tree, w, shared.caps):
-            out[i] = (None, end)
+            out[i] = QuoteStart(None, end)
         elif tree.capped_by(w.budget) is not None:  # a capped budget's work may run unallocated:
             out[i] = _finish(_fork(shared, w), w, end, deadline)  # no sharing, the plain search
         else:
@@ -1220,7 +1247,7 @@ def quote_starts(
         shared = saved  # the same instant again, for the variants still waiting
     reached = end if shared.now >= end else shared.now
     for i in waiting:
-        out[i] = (None, reached)
+        out[i] = QuoteStart(None, reached)
     return [out[i] for i in range(len(variants))]
 
 
@@ -1290,10 +1317,10 @@ def _fork(fw: Forward, w: Workload) -> Forward:
     return other
 
 
-def _finish(fw: Forward, w: Workload, end: int, deadline: float) -> tuple[int | None, int]:
+def _finish(fw: Forward, w: Workload, end: int, deadline: float) -> QuoteStart:
     """Move ``fw`` on from its instant (not yet simulated) until ``w`` starts, the horizon's
     ``end`` or the CPU ``deadline``: ``w``'s start capped by its first pass's reservation, and
-    the instant reached (as :func:`forward`)."""
+    the instant reached (as :func:`forward`), and whether the simulation started it unfunded then."""
     fw.tick()
     while w.id not in fw.started and fw.now < end and time.thread_time() < deadline:
         fw.now = fw.next_event(end)
@@ -1303,7 +1330,9 @@ def _finish(fw: Forward, w: Workload, end: int, deadline: float) -> tuple[int | 
     reserved = fw.first.reserved_start if fw.first is not None else {}
     kept = {k: v for k, v in reserved.items() if k == w.id and fw.reservation_stands(k, v)}
     found = cap_by_reservations(found, kept, fw.grace)
-    return found.get(w.id), end if w.id in fw.started else fw.now
+    at = found.get(w.id)
+    unfunded = at is not None and at == start and w.id in fw.started_unfunded
+    return QuoteStart(at, end if w.id in fw.started else fw.now, unfunded)
 
 
 def may_act(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload) -> bool:

@@ -277,9 +277,13 @@ def test_a_quote_on_a_budget_capped_with_downgrade_says_its_work_runs_unfunded(
     note = (
         "Budget nlp/olmo has reached its cap: until its usage falls below the cap its new work runs unfunded, "
         "as unallocated work does: its minimum runtime protects nothing, it can be preempted at any time and "
-        "nothing is charged (the lines' charges and ratios do not apply)."
+        "nothing is charged (a line that starts then says unfunded, charges 0 and leaves the ratio as it is)."
     )
     assert note in body["notes"]
+    # unfunded46: a cap of 0 never lifts, so every allocated line starts unfunded and says so
+    allocated = [q for q in body["quotes"] if q["min_runtime_s"]]
+    assert allocated and all(q["unfunded"] and q["start_text"].endswith(" (unfunded)") for q in allocated)
+    assert {q["charge_gpu_hours"] for q in body["quotes"]} == {0.0}
 
 
 def test_an_array_note_with_one_member_started_says_it_once():

@@ -84,12 +84,32 @@ def test_shared_quote_variants_with_caps_equal_one_forward_simulation_each(seed:
     variants = [Workload(QUOTE_ID, budget, gpus, "H100", m, s.now, seq) for m in (0, 600, 3600, 8 * HOUR)]
     horizon = 2 * HORIZON
     shared = quote_starts(s, variants, grace=grace, horizon=horizon, budget_s=1e9, running=running, limits=limits)
-    for w, (start, reached) in zip(variants, shared, strict=True):
+    for w, (start, reached, unfunded) in zip(variants, shared, strict=True):
+        with_it = replace(s, pending=[*s.pending, w])
         found, plain_reached = forward(
-            replace(s, pending=[*s.pending, w]), grace=grace, horizon=horizon, budget_s=1e9, only=[QUOTE_ID],
-            running=running, limits=limits,
-        )  # fmt: skip
+            with_it, grace=grace, horizon=horizon, budget_s=1e9, only=[QUOTE_ID], running=running, limits=limits
+        )
         assert (start, reached) == (found.get(QUOTE_ID), plain_reached), f"seed {seed}, M {w.min_runtime}"
+        assert unfunded == _started_unfunded(with_it, grace, horizon, running, limits, start), f"seed {seed}"
+
+
+def _started_unfunded(
+    s: Snapshot, grace: int, horizon: int, running: dict[str, Workload], limits: dict[str, int], start: int | None
+) -> bool:
+    """unfunded46, the plain reading: the quote's workload, allocated (M > 0), is estimated at the
+    simulation's own start of it (not brought earlier by a reservation) and its attempt then is
+    unallocated: the pass downgraded it at its budget's cap."""
+    end = s.now + horizon
+    fw = est.Forward(s, grace, running, limits, end)
+    fw.tick()
+    while QUOTE_ID not in fw.started and fw.now < end:
+        fw.now = fw.next_event(end)
+        fw.tick()
+    at = fw.started.get(QUOTE_ID)
+    if start is None or at != start:
+        return False
+    attempt = fw.attempts[f"forward:{QUOTE_ID}:{at}"]
+    return fw.known[QUOTE_ID].min_runtime > 0 and not attempt.allocated
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

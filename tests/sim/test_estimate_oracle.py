@@ -150,7 +150,7 @@ def test_shared_quote_variants_equal_one_forward_simulation_each(seed: int, gpus
     variants = [Workload(QUOTE_ID, budget, gpus, "H100", m, s.now, seq) for m in runtimes]
     horizon = 4 * HORIZON
     shared = quote_starts(s, variants, grace=grace, horizon=horizon, budget_s=1e9, running=running, limits=limits)
-    for w, (start, reached) in zip(variants, shared, strict=True):
+    for w, (start, reached, _unfunded) in zip(variants, shared, strict=True):
         found, plain_reached = forward(
             replace(s, pending=[*s.pending, w]),
             grace=grace,

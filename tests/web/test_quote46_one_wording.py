@@ -123,3 +123,74 @@ def test_every_surface_prints_the_apis_start_words(
     api = _api(researcher_client)
     starts = _same_on_every_surface(api, _page(page), _cli(monkeypatch, researcher, len(api)))
     assert starts == ["none: budget nlp is on hold"] * 5
+
+
+def _olmo_used_8_gpu_hours(researcher: Any, submit_kwargs: Any, frozen: Any, leaves_in: timedelta) -> None:
+    """nlp/olmo ran 8 A100s for an hour, ended; that usage starts leaving a one-day period in ``leaves_in``."""
+    from scheduler.models import Workload
+    from scheduler.tick import run_tick
+
+    workload = do_submit_workload(researcher, **submit_kwargs(gpu_count=8, min_runtime_s=3600))
+    run_tick(workload.cluster_id)
+    start = frozen - timedelta(days=1) + leaves_in
+    attempt = Attempt.objects.get(workload=workload)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        started_at=start, ended_at=start + timedelta(hours=1), end_reason=Attempt.EndReason.SUCCEEDED
+    )
+    attempt.gpu_links.update(open=False)
+    Workload.objects.filter(pk=workload.pk).update(
+        state=Workload.State.SUCCEEDED, finished_at=start + timedelta(hours=1)
+    )
+
+
+def test_a_line_that_starts_at_a_downgrade_cap_says_unfunded_and_charges_nothing(
+    new_page, researcher, researcher_client, outsider, org_tree, cluster, submit_kwargs, frozen, monkeypatch
+):
+    """unfunded46: at a cap that downgrades (on_cap downgrade) the allocated lines read "now" with a
+    charge of 8 × M and the ratio after admission, while a note said the work would run unfunded.
+    A line whose work starts before the cap lifts starts unfunded: it says so, charges 0 and leaves
+    the budget's ratio as it is; one that starts after the cap lifts is funded as any other."""
+    from budgets.models import Budget
+    from fairway_cli.numbers import instant_text
+    from scheduler.tick import run_tick
+
+    # nlp/olmo at its cap (8 GPU-hours a day) for the next 30 minutes; 16 A100s idle
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=8, cap_period_days=1, on_cap="downgrade")
+    _olmo_used_8_gpu_hours(researcher, submit_kwargs, frozen, leaves_in=timedelta(minutes=30))
+    api = _api(researcher_client)
+    page = new_page()
+    log_in(page, "researcher")
+
+    starts = _same_on_every_surface(api, _page(page), _cli(monkeypatch, researcher, len(api)))
+
+    # every allocated line starts now, before the cap lifts: unfunded, nothing charged, the ratio unchanged
+    assert starts == ["now"] + ["now (unfunded)"] * 4
+    assert [q["unfunded"] for q in api] == [False] + [True] * 4
+    assert [q["charge_gpu_hours"] for q in api] == [0.0] * 5
+    assert {q["ratio_after"] for q in api} == {api[0]["ratio_after"]}  # M = 0 adds no commitment
+    # as the tick starts it, submitted: unallocated, unfunded (then canceled, to free the GPUs)
+    from scheduler.models import Workload
+
+    submitted = do_submit_workload(researcher, **submit_kwargs(gpu_count=8, min_runtime_s=7200))
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.get(workload=submitted)
+    assert (attempt.allocated, attempt.unfunded) == (False, True)
+    Attempt.objects.filter(pk=attempt.pk).update(ended_at=frozen, end_reason=Attempt.EndReason.CANCELED)
+    attempt.gpu_links.update(open=False)
+    Workload.objects.filter(pk=submitted.pk).update(state=Workload.State.CANCELED)
+
+    # vision/sam holds every A100 for an hour, protected: the allocated lines start when that ends,
+    # after the cap has lifted (30 minutes from now): funded, charged 8 × M, their commitment in the ratio
+    for _ in range(2):
+        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8, min_runtime_s=3600))
+    run_tick(cluster.pk)
+    Attempt.objects.filter(workload__budget=org_tree["vision/sam"]).update(
+        started_at=frozen, protected_until=frozen + timedelta(hours=1)
+    )
+    api = _api(researcher_client)
+    starts = _same_on_every_surface(api, _page(page), _cli(monkeypatch, researcher, len(api)))
+    grace = timedelta(seconds=settings.FAIRWAY["GRACE_PERIOD_S"])
+    assert starts[1] == instant_text(frozen + timedelta(hours=1) + grace)
+    assert not any(q["unfunded"] for q in api)
+    assert [q["charge_gpu_hours"] for q in api] == [8 * q["min_runtime_s"] / 3600 for q in api]
+    assert api[1]["ratio_after"] < api[2]["ratio_after"] < api[3]["ratio_after"]
