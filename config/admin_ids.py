@@ -2,8 +2,10 @@
 
 Django's admin passes a changelist action's ``_selected_action`` values to ``pk__in`` and an
 autocomplete field's posted value to its widget's ``pk__in`` as they come: ``abc`` was a
-ValueError and ``9223372036854775808`` an OverflowError, a 500 either way (nothing changed). Every
-``ModelAdmin`` of Fairway takes :class:`AdminIdsMixin` first.
+ValueError and ``9223372036854775808`` an OverflowError, a 500 either way (nothing changed). A
+changelist's filter by a related id past 64 bits (``?cluster__exact=99999999999999999999999``) was
+one too, when the list counted its rows (brk46): it is Django's incorrect lookup, as ``abc`` there
+is. Every ``ModelAdmin`` of Fairway takes :class:`AdminIdsMixin` first.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.admin import helpers
-from django.core.exceptions import ValidationError
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import NotRelationField, get_fields_from_path
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 
 BAD_SELECTION = "The selection names something that is no id of this list: nothing was done."
@@ -28,6 +33,34 @@ def is_id_of(model: type[models.Model], raw: Any) -> bool:
     except (ValidationError, TypeError, ValueError):
         return False
     return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+
+def _integer_field(model: type[models.Model], lookup: str) -> bool:
+    """Whether query parameter ``lookup`` (``cluster__exact``, ``host__cluster``, ``groups``) filters
+    ``model`` by an integer column: its longest prefix that is a field path ends at one (a relation:
+    at its target's key)."""
+    parts = lookup.split(LOOKUP_SEP)
+    for n in range(len(parts), 0, -1):
+        try:
+            field = get_fields_from_path(model, LOOKUP_SEP.join(parts[:n]))[-1]
+        except (FieldDoesNotExist, NotRelationField):  # not a field path: a lookup's name follows
+            continue
+        target = getattr(field, "target_field", field)
+        return isinstance(target, models.IntegerField)
+    return False
+
+
+def past_64_bits(model: type[models.Model], params: Any) -> bool:
+    """Whether a changelist's query ``params`` filter an integer column of ``model`` by a number no
+    query can take (outside a signed 64-bit integer; an ``__in`` list's entries each)."""
+    for key, values in params.lists():
+        if not _integer_field(model, key):
+            continue
+        for value in (v.strip() for raw in values for v in raw.split(",")):
+            digits = value.removeprefix("-")
+            if digits.isascii() and digits.isdigit() and not -(2**63) <= int(value) < 2**63:
+                return True
+    return False
 
 
 class _IdChoiceField(forms.ModelChoiceField):
@@ -51,6 +84,11 @@ class AdminIdsMixin:
             self.message_user(request, BAD_SELECTION, messages.ERROR)  # type: ignore[attr-defined]
             return None  # the changelist answers a redirect to itself
         return super().response_action(request, queryset)  # type: ignore[misc]
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        if past_64_bits(self.model, request.GET):  # type: ignore[attr-defined]
+            raise IncorrectLookupParameters("a filter by a number past 64 bits")  # changelist_view: ?e=1
+        return super().get_changelist_instance(request)  # type: ignore[misc]
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name in self.get_autocomplete_fields(request):  # type: ignore[attr-defined]

@@ -364,9 +364,13 @@ def attempt_charged_gpu_seconds(
     return gpus * _seconds(end - attempt.started_at)
 
 
-def finished_attempts(since: datetime, budget_ids: set[int] | None = None, cluster: str | None = None) -> list[Attempt]:
+def finished_attempts(
+    since: datetime, budget_ids: set[int] | None = None, cluster: str | None = None
+) -> QuerySet[Attempt]:
     """Attempts that ended at or after ``since``, newest first, with their workload, owner, budget,
-    cluster and host: one query. ``budget_ids`` restricts to those budgets (a subtree)."""
+    cluster and host, unread: the caller counts and slices it (brk46: the whole range, up to 400
+    days of a cluster's attempts, was read for a ``?limit=`` of a few rows). ``budget_ids``
+    restricts to those budgets (a subtree)."""
     qs = (
         Attempt.objects.filter(ended_at__isnull=False, ended_at__gte=since)
         .select_related("workload__owner", "workload__cluster", "host")
@@ -376,4 +380,4 @@ def finished_attempts(since: datetime, budget_ids: set[int] | None = None, clust
         qs = qs.filter(workload__budget_id__in=budget_ids)
     if cluster:
         qs = qs.filter(workload__cluster__name=cluster)
-    return list(qs)
+    return qs

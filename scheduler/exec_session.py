@@ -132,6 +132,16 @@ def _tty_target(user: Any, data: Any) -> execs.TtyTarget:
     return execs.tty_target(user, data)
 
 
+def frame_json(text: str | None) -> Any:
+    """A text frame's JSON, or None where it holds none: not JSON, or nested deeper than Python
+    reads (``[[[…]]]``: RecursionError, no ValueError; brk46: it ended the consumer unclosed, its
+    session running on at its host and counted here). The one reading of the streams' frames."""
+    try:
+        return json.loads(text or "")
+    except (ValueError, RecursionError):
+        return None
+
+
 def _authorization(scope: dict[str, Any]) -> str:
     for name, value in scope.get("headers", ()):
         if name.lower() == b"authorization":
@@ -266,10 +276,7 @@ class AttemptStreamConsumer(LayerReadConsumer):
         self.opening = True
         if self.first_timer is not None:
             self.first_timer.cancel()
-        try:
-            data = json.loads(text_data or "")
-        except ValueError:
-            data = None
+        data = frame_json(text_data)
         try:
             target = await self.check(data)
         except ServiceError as exc:
@@ -530,7 +537,7 @@ class ExecSessionConsumer(AttemptStreamConsumer):
             await self._input(bytes_data, eof=False)
             return
         try:
-            control = json.loads(text_data or "")
+            control = frame_json(text_data)
             kind = control.get("type")
             if kind == "eof" and self.binary:  # the end of the input: a pipe's close, a terminal's ^D
                 await self._input(b"", eof=True)

@@ -43,7 +43,7 @@ from django.conf import settings
 from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
 from config.errors import ServiceError
 from scheduler import execs
-from scheduler.exec_session import AttemptStreamConsumer
+from scheduler.exec_session import AttemptStreamConsumer, frame_json
 from scheduler.gateway import agent_db
 
 
@@ -107,7 +107,7 @@ class PortForwardConsumer(AttemptStreamConsumer):
     async def relay_in(self, text_data: str | None, bytes_data: bytes | None) -> None:
         if bytes_data is None:
             with contextlib.suppress(ValueError, TypeError, AttributeError):
-                if json.loads(text_data or "").get("type") == "eof":
+                if frame_json(text_data).get("type") == "eof":
                     await self._to_agent({"type": "port.data", "data": "", "eof": True})
             return  # not one we know: ignored
         if len(bytes_data) > PORT_CHUNK_BYTES:

@@ -16,7 +16,7 @@ from django.core.validators import MaxValueValidator
 from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
 from config.parsers import find_unencodable
-from fairway_cli.numbers import duration_text
+from fairway_cli.numbers import PLAIN_INT, duration_text
 from fairway_common import strict_yaml
 from scheduler.api.serializers import WorkloadQuoteSerializer, WorkloadSubmitSerializer
 from scheduler.jobspec import retries_problem
@@ -75,6 +75,17 @@ class OfferedChoice(forms.ChoiceField):
         return True
 
 
+class CountField(forms.IntegerField):
+    """A whole number typed as ASCII digits (a leading ``-`` left to the bounds' words), the API's
+    and a YAML spec's rule (``fairway_cli.numbers.PLAIN_INT``); Django's ``int()`` also took ``٣``,
+    ``１６``, ``1_6`` and ``+3`` (brk46: submitted here, refused everywhere else)."""
+
+    def to_python(self, value: Any) -> int | None:
+        if isinstance(value, str) and (text := value.strip()) and not PLAIN_INT.fullmatch(text.removeprefix("-")):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)  # type: ignore[no-any-return]
+
+
 class SubmitForm(forms.Form):
     """The submit page's form. ``budget`` offers only the leaf budgets the user may submit to."""
 
@@ -96,9 +107,7 @@ class SubmitForm(forms.Form):
     # The bounds' messages are the service's (scheduler.services, scheduler.jobspec), so the page
     # and the API refuse a number in one wording (Django's was "Ensure this value is greater than
     # or equal to 1."); the form checks them too, to report them beside a field the API's parser refuses.
-    gpu_count = forms.IntegerField(
-        label="GPUs", min_value=1, initial=1, error_messages={"min_value": GPU_COUNT_PROBLEM}
-    )
+    gpu_count = CountField(label="GPUs", min_value=1, initial=1, error_messages={"min_value": GPU_COUNT_PROBLEM})
     budget = OfferedChoice(required=False)  # blank: the service's one default (or its refusal)
     # Not required here: a quote may leave it out (brk55: the browser refused "Quote first" without
     # it); the submit view requires it of a submission.
@@ -109,7 +118,7 @@ class SubmitForm(forms.Form):
         help_text=MIN_RUNTIME_HELP,
     )
     # Requests per host (DESIGN.md §3.3): empty is the host's per-GPU share.
-    cpus = forms.IntegerField(
+    cpus = CountField(
         label="CPUs",
         min_value=1,
         max_value=MAX_CPUS,
@@ -129,7 +138,7 @@ class SubmitForm(forms.Form):
         required=False,
         help_text=MAX_RUNTIME_HELP,
     )
-    retries = forms.IntegerField(min_value=0, required=False, initial=0, help_text="Re-runs after a non-zero exit.")
+    retries = CountField(min_value=0, required=False, initial=0, help_text="Re-runs after a non-zero exit.")
     after = forms.CharField(
         required=False, help_text="Wait for workloads: 12, 13:any (ok = only if they succeed, the default)."
     )
