@@ -114,6 +114,7 @@ from scheduler.services import (
     hold_workload,
     host_action_problem,
     host_actions,
+    image_problem,
     limit_may_change,
     may_operate_hosts,
     may_raise_limit,
@@ -316,7 +317,9 @@ def submit(request: HttpRequest) -> HttpResponse:
         if clusters
         else []
     )
-    spec_form = SpecForm(initial={"spec": spec_example(budgets, clusters, example_models)})
+    example_cluster = Cluster.objects.filter(name=clusters[0]).first() if clusters else None
+    example_image = not (example_cluster and example_models and image_problem(example_cluster, example_models[0]))
+    spec_form = SpecForm(initial={"spec": spec_example(budgets, clusters, example_models, image=example_image)})
     spec_errors: list[str] = []
     quote_lines: list[Any] = []
     quote_terms: Any = None
