@@ -65,6 +65,7 @@ from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
     bulk_stopping_text,
+    draining_host_words,
     efficiency_lines,
     end_words,
     group_unchanged_text,
@@ -1187,6 +1188,8 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         for a in w["attempts"]:
             for silent in a.get("silent_hosts") or []:
                 out.write(f"  attempt {a['number']}: {silent_host_words(silent)}\n")
+            for draining in a.get("draining_hosts") or []:  # an older server sends none
+                out.write(f"  attempt {a['number']}: {draining_host_words(draining)}\n")
         if w.get("efficiency"):  # an older server sends none
             several = len(w["attempts"]) > 1
             out.write(f"efficiency (all attempts; each: fairway seff {w['id']}):\n" if several else "efficiency:\n")

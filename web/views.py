@@ -79,7 +79,7 @@ from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.efficiency import workload_efficiency
 from scheduler.gpu_report import unreported_in
 from scheduler.idle import idle_attempts, idle_of_workloads
-from scheduler.lifecycle import SilentHost, silent_hosts
+from scheduler.lifecycle import DrainingHost, SilentHost, draining_hosts, silent_hosts
 from scheduler.models import (
     GPU,
     ArrayGroup,
@@ -654,6 +654,9 @@ class Lane:
     """An open attempt's hosts that are offline (:func:`scheduler.lifecycle.silent_hosts`, as the
     API's ``silent_hosts`` and ``fairway show``), so "running" with a growing charge is not all
     the page says."""
+    draining: list[DrainingHost] = dataclasses.field(default_factory=list)
+    """An open attempt's draining hosts before its stop (:func:`scheduler.lifecycle.draining_hosts`,
+    as the API's ``draining_hosts`` and ``fairway show``): when it is stopped and requeued."""
 
 
 def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime | None, datetime]:
@@ -697,6 +700,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now, silent_until(links)),
                 idle=idle_held_text(idle[a.pk].as_data()) if a.pk in idle else "",
                 silent=silent_hosts(a, links),
+                draining=draining_hosts(a, links),
             )
         )
     return lanes, start, end
