@@ -37,6 +37,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 from knox.models import AuthToken
+from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from accounts.auth import sweep_expired_tokens
 from accounts.models import User
@@ -74,6 +75,7 @@ from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED, given_twice
+from scheduler.api.pyramid import pyramid_params
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.efficiency import workload_efficiency
@@ -1224,12 +1226,19 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
 @login_required
 @one_read_view
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups
-    and the current, partial hour) with each budget's delivered and owed GPU-hours."""
-    clusters = list(Cluster.objects.order_by("name"))
+    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days, or of the range
+    and cluster its ``since``, ``until`` and ``cluster`` name as the API's (``pyramid_params``;
+    tryout46), hourly roll-ups and the current, partial hour, with each budget's delivered and owed
+    GPU-hours. A bad parameter: the last 7 days, its error said, status 400."""
     now = timezone.now()
+    errors: dict[str, Any] = {}
+    try:
+        since, until, clusters = pyramid_params(request.GET, now)
+    except DRFValidationError as refused:
+        errors = refused.detail if isinstance(refused.detail, dict) else {"range": refused.detail}
+        since, until, clusters = now - DEFAULT_RANGE, now, list(Cluster.objects.order_by("name"))
     pyramids = []
-    for report in pyramid_report(clusters, now - DEFAULT_RANGE, now, now):
+    for report in pyramid_report(clusters, since, until, now):
         hours = report["hours"]
         # The chart's first and last points (hour starts), written under it as its time axis.
         ends = [datetime.fromisoformat(hours[i]["hour"]) for i in (0, -1)] if hours else [None, None]
@@ -1246,7 +1255,12 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "occupancy": occupancy(clusters),
             "pyramids": pyramids,
             "series": PYRAMID_SERIES,
+            "default_range": not errors and not request.GET.get("since") and not request.GET.get("until"),
+            "range_errors": {field: [str(m) for m in messages] for field, messages in errors.items()},
+            "range_form": {k: request.GET.get(k, "") for k in ("since", "until", "cluster")},
+            "cluster_names": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
         },
+        status=400 if errors else 200,
     )
 
 
