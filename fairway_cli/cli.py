@@ -2333,10 +2333,10 @@ def cmd_statement(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     path = args.budget.strip().strip("/")
     budgets = api.call("GET", "budgets/")
     found = [b for b in budgets if b["path"] == path]
-    if not found:  # `olmo` for nlp/olmo: the server's suggestion, from the list (left52)
-        live = [b["path"] for b in budgets if not b["archived"] and b["parent"] is not None]
-        listed = "" if budget_hint_text(path, live) else " `fairway budgets` lists them."
-        raise CliError(EXIT_API, escape_text(unknown_budget_text(path, live)) + listed)
+    if not found:  # `olmo` for nlp/olmo: the server's suggestion, from the list (left52), archived too (tryout46)
+        paths = [b["path"] for b in budgets if b["parent"] is not None]
+        listed = "" if budget_hint_text(path, paths) else " `fairway budgets` lists them."
+        raise CliError(EXIT_API, escape_text(unknown_budget_text(path, paths)) + listed)
     budget = min(found, key=lambda b: (b["archived"], -b["id"]))  # the live one, else the latest archived
     text = api.call(
         "GET", f"budgets/{budget['id']}/statement.csv", params={"since": args.since, "until": args.until}, raw=True

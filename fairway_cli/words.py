@@ -378,7 +378,8 @@ def hold_unchanged_text(w: Mapping[str, Any], me: str) -> str:
 
 def budget_hint_text(ref: object, live_paths: Iterable[str]) -> str:
     """What to add to "No budget 'olmo'." so the person knows what to type: of ``live_paths`` (the
-    paths of the live budgets below the root), those whose own name, their last part, is the last
+    paths below the root the hint may name: live budgets, and archived ones where they are read,
+    the filters and statements), those whose own name, their last part, is the last
     part of ``ref`` in any case (``" Budgets are named by their path: did you mean nlp/olmo?"``),
     or "" when none is. A leaf's name alone does not resolve (``budgets.services.resolve_budget``
     walks paths from below the root), and the same name may sit under two programs. The server's
