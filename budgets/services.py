@@ -165,8 +165,11 @@ def unknown_budget_words(ref: str, tree: dict[int, Budget] | None = None) -> str
     """The one sentence of an unknown budget ("No budget 'olmo'. Budgets are named by their path:
     did you mean nlp/olmo?"): the lists' budget filter, history's and ``manage.py
     budget_statement``'s (try50: history said "no budget 'olmo'" alone); ``fairway statement``
-    says it from the API's list (``fairway_cli.words.unknown_budget_text``, left52)."""
-    return unknown_budget_text(ref, _live_paths(tree))
+    says it from the API's list (``fairway_cli.words.unknown_budget_text``, left52). They read
+    archived budgets too, so it names those as well (tryout46: "No budget 'bert'." alone of an
+    archived nlp/bert whose history ``--budget nlp/bert`` read); a submission's, :func:`budget_hint`,
+    names live ones only."""
+    return unknown_budget_text(ref, _paths(tree, archived=True))
 
 
 def budget_hint(ref: object, tree: dict[int, Budget] | None = None) -> str:
@@ -175,14 +178,15 @@ def budget_hint(ref: object, tree: dict[int, Budget] | None = None) -> str:
     ``ref``), or "" when none is."""
     if not isinstance(ref, str):
         return ""
-    return budget_hint_text(ref, _live_paths(tree))
+    return budget_hint_text(ref, _paths(tree))
 
 
-def _live_paths(tree: dict[int, Budget] | None) -> Iterator[str]:
-    """The paths of the live budgets below the root (the names a hint may suggest); the tree is
-    read when the first is asked (a ref with no name asks none)."""
+def _paths(tree: dict[int, Budget] | None, *, archived: bool = False) -> Iterator[str]:
+    """The paths of the live budgets below the root (the names a hint may suggest), and of the
+    archived ones with ``archived``; the tree is read when the first is asked (a ref with no name
+    asks none)."""
     tree = load_tree() if tree is None else tree
-    yield from (b.path for b in tree.values() if b.archived_at is None and b.parent_id is not None)
+    yield from (b.path for b in tree.values() if (archived or b.archived_at is None) and b.parent_id is not None)
 
 
 def _live_first(b: Budget) -> tuple[int, float]:

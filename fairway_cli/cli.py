@@ -66,6 +66,7 @@ from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
     bulk_stopping_text,
+    draining_host_words,
     efficiency_lines,
     end_words,
     group_unchanged_text,
@@ -1189,6 +1190,8 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         for a in w["attempts"]:
             for silent in a.get("silent_hosts") or []:
                 out.write(f"  attempt {a['number']}: {silent_host_words(silent)}\n")
+            for draining in a.get("draining_hosts") or []:  # an older server sends none
+                out.write(f"  attempt {a['number']}: {draining_host_words(draining)}\n")
         if w.get("efficiency"):  # an older server sends none
             several = len(w["attempts"]) > 1
             out.write(f"efficiency (all attempts; each: fairway seff {w['id']}):\n" if several else "efficiency:\n")
@@ -2344,10 +2347,10 @@ def cmd_statement(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     path = args.budget.strip().strip("/")
     budgets = api.call("GET", "budgets/")
     found = [b for b in budgets if b["path"] == path]
-    if not found:  # `olmo` for nlp/olmo: the server's suggestion, from the list (left52)
-        live = [b["path"] for b in budgets if not b["archived"] and b["parent"] is not None]
-        listed = "" if budget_hint_text(path, live) else " `fairway budgets` lists them."
-        raise CliError(EXIT_API, escape_text(unknown_budget_text(path, live)) + listed)
+    if not found:  # `olmo` for nlp/olmo: the server's suggestion, from the list (left52), archived too (tryout46)
+        paths = [b["path"] for b in budgets if b["parent"] is not None]
+        listed = "" if budget_hint_text(path, paths) else " `fairway budgets` lists them."
+        raise CliError(EXIT_API, escape_text(unknown_budget_text(path, paths)) + listed)
     budget = min(found, key=lambda b: (b["archived"], -b["id"]))  # the live one, else the latest archived
     text = api.call(
         "GET", f"budgets/{budget['id']}/statement.csv", params={"since": args.since, "until": args.until}, raw=True

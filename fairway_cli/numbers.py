@@ -16,14 +16,15 @@ from typing import Any
 
 def gpu_hours_text(value: Any) -> str:
     """GPU-hours as a figure: ``1,234`` (100 and up), ``12.5`` (10 and up), three significant
-    digits below (``0.25``, ``0.004``), ``0``; ``–`` when not a number."""
+    digits below (``0.25``, ``0.004``), ``0``; ``–`` when not a number. A figure that rounds up to
+    a step reads in that step's format: 99.97 is ``100``, not ``100.0`` (tryout46)."""
     try:
         hours = float(value)
     except (TypeError, ValueError):
         return "–"
-    if hours >= 100:
+    if round(hours, 1) >= 100:
         return f"{hours:,.0f}"
-    if hours >= 10:
+    if float(f"{hours:.3g}") >= 10:
         return f"{hours:.1f}"
     return f"{hours:.3g}" if hours else "0"
 
@@ -32,7 +33,8 @@ def gpu_time_text(gpu_seconds: Any) -> str:
     """GPU-seconds charged, with the unit: ``12.50 GPU-h`` or, under one GPU-hour, ``4.0 GPU-min``
     (``30 GPU-min`` from 10 on), ``1,234 GPU-h`` from 100 on, ``0 GPU-h``; never a bare ``4m``,
     which reads as wall time; ``less than 0.1 GPU-min`` for a charge that rounds to none. ``–``
-    when not a number."""
+    when not a number. A figure that rounds up to a step reads in that step's format: 9.96 GPU-min
+    is ``10 GPU-min`` beside ``12 GPU-min``, not ``10.0 GPU-min`` (tryout46)."""
     try:
         total = float(gpu_seconds)
     except (TypeError, ValueError):
@@ -43,9 +45,9 @@ def gpu_time_text(gpu_seconds: Any) -> str:
         return "less than 0.1 GPU-min"
     if total < 3600:
         minutes = total / 60
-        return f"{minutes:.0f} GPU-min" if minutes >= 10 else f"{minutes:.1f} GPU-min"
+        return f"{minutes:.0f} GPU-min" if round(minutes, 1) >= 10 else f"{minutes:.1f} GPU-min"
     hours = total / 3600
-    return f"{hours:,.0f} GPU-h" if hours >= 100 else f"{hours:.2f} GPU-h"
+    return f"{hours:,.0f} GPU-h" if round(hours, 2) >= 100 else f"{hours:.2f} GPU-h"
 
 
 __all__ = [

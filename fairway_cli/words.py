@@ -234,6 +234,16 @@ def silent_host_words(silent: Mapping[str, Any]) -> str:
     )
 
 
+def draining_host_words(draining: Mapping[str, Any]) -> str:
+    """An open attempt's draining host in one line, as the workload page and ``fairway show``
+    write it: ``draining`` is one of the API's ``draining_hosts`` (``host``, ``drain_now``,
+    ``stops_at``: a datetime, an ISO string or None), from ``scheduler.lifecycle.draining_hosts``."""
+    drain = "drains now" if draining.get("drain_now") else "is draining"
+    when = instant_text(draining.get("stops_at"))
+    stop = f"when its protection ends, at {when}" if when else "at the next tick"
+    return f"host {draining['host']} {drain}: this attempt is stopped {stop}, and the workload goes back to the queue"
+
+
 def no_attempt_text(state: str, final: bool) -> str:
     """What a workload without an attempt says of it (the API's ``no_attempt``, its page, ``fairway
     seff``): a pending one may still get one; a finished one (``final``) never ran, which "no
@@ -390,7 +400,8 @@ def hold_unchanged_text(w: Mapping[str, Any], me: str) -> str:
 
 def budget_hint_text(ref: object, live_paths: Iterable[str]) -> str:
     """What to add to "No budget 'olmo'." so the person knows what to type: of ``live_paths`` (the
-    paths of the live budgets below the root), those whose own name, their last part, is the last
+    paths below the root the hint may name: live budgets, and archived ones where they are read,
+    the filters and statements), those whose own name, their last part, is the last
     part of ``ref`` in any case (``" Budgets are named by their path: did you mean nlp/olmo?"``),
     or "" when none is. A leaf's name alone does not resolve (``budgets.services.resolve_budget``
     walks paths from below the root), and the same name may sit under two programs. The server's

@@ -1690,6 +1690,32 @@ def silent_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list[S
     return [out[name] for name in sorted(out)]
 
 
+class DrainingHost(NamedTuple):
+    """A draining host of an open attempt not yet asked to stop: its name, whether it drains now,
+    and when the tick stops the attempt there (DESIGN.md §6: as soon as it is unprotected; its
+    protection's end, or None: at the next tick, unprotected or drained now)."""
+
+    host: str
+    drain_now: bool
+    stops_at: datetime | None
+
+
+def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list[DrainingHost]:
+    """The draining hosts of the open ``attempt`` that has no stop yet, by name, read as
+    :func:`silent_hosts` reads its hosts. One source for the workload page, the API's detail (each
+    attempt's ``draining_hosts``) and ``fairway show``: the owner of work on a host being drained
+    learns when it will be stopped and requeued (tryout46: only the clusters page said so)."""
+    if attempt.ended_at is not None or attempt.stop_requested_at is not None:
+        return []
+    out: dict[str, DrainingHost] = {}
+    for link in attempt.gpu_links.all() if links is None else links:
+        host = link.gpu.host
+        if host.state == Host.State.DRAINING and host.name not in out:
+            protected = attempt.protected_until if attempt.charged_until_release and not host.drain_now else None
+            out[host.name] = DrainingHost(host.name, host.drain_now, protected)
+    return [out[name] for name in sorted(out)]
+
+
 def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
     """Mark silent hosts ``offline``; end the attempts of hosts silent past ``HOST_LOST_AFTER_S``.
 

@@ -526,7 +526,7 @@ def host_runs_images(labels: Mapping[str, Any] | None) -> bool:
     return not (isinstance(runtime, str) and runtime.strip().lower() in IMAGELESS_RUNTIMES)
 
 
-def _image_problem(
+def image_problem(
     cluster: Cluster, gpu_model: str, hardware: list[tuple[str, int, int | None, int | None, Any]] | None = None
 ) -> FieldProblem | None:
     """A problem if no registered host of ``cluster`` with ``gpu_model`` GPUs can run an image
@@ -899,7 +899,7 @@ def do_submit_workload(
         and gpu_model
         and not any(p.field in ("image", "gpu_model") for p in problems)
     ):
-        problem = _image_problem(the_cluster, gpu_model, hardware)
+        problem = image_problem(the_cluster, gpu_model, hardware)
         if problem is not None:
             problems.append(problem)
 

@@ -359,16 +359,17 @@ def _yaml_text(value: str) -> str:
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 
-def spec_example(budgets: list[str], clusters: list[str], models: list[str]) -> str:
+def spec_example(budgets: list[str], clusters: list[str], models: list[str], *, image: bool = True) -> str:
     """The submit page's YAML example with a budget the user may submit to, a cluster and a GPU
     model of this install and 1 GPU: as it stands it could be submitted (tryout36: it named
     ``nlp/olmo``, ``default`` and 8 × A100 on every install). Per-host CPUs and memory stay as
-    comments, the per-GPU share fitting any host."""
+    comments, the per-GPU share fitting any host; so does the image where no host of that cluster
+    and model runs one (``image`` False: ``scheduler.services.image_problem``; tryout46)."""
     text = SPEC_EXAMPLE.replace("gpu_count: 8", "gpu_count: 1")
     for field, values in (("budget", budgets), ("cluster", clusters), ("gpu_model", models)):
         if values:
             text = re.sub(rf"(?m)^{field}: .*$", lambda _m, f=field, v=values[0]: f"{f}: {_yaml_text(v)}", text)
-    for field in ("cpus", "memory", "shared_memory"):
+    for field in ("cpus", "memory", "shared_memory") if image else ("image", "cpus", "memory", "shared_memory"):
         text = re.sub(rf"(?m)^{field}: ", f"# {field}: ", text)
     return text
 

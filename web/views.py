@@ -37,6 +37,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 from knox.models import AuthToken
+from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from accounts.auth import sweep_expired_tokens
 from accounts.models import User
@@ -74,12 +75,13 @@ from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED, given_twice
+from scheduler.api.pyramid import pyramid_params
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.efficiency import workload_efficiency
 from scheduler.gpu_report import unreported_in
 from scheduler.idle import idle_attempts, idle_of_workloads
-from scheduler.lifecycle import SilentHost, silent_hosts
+from scheduler.lifecycle import DrainingHost, SilentHost, draining_hosts, silent_hosts
 from scheduler.models import (
     GPU,
     ArrayGroup,
@@ -114,6 +116,7 @@ from scheduler.services import (
     hold_workload,
     host_action_problem,
     host_actions,
+    image_problem,
     limit_may_change,
     may_operate_hosts,
     may_raise_limit,
@@ -316,7 +319,9 @@ def submit(request: HttpRequest) -> HttpResponse:
         if clusters
         else []
     )
-    spec_form = SpecForm(initial={"spec": spec_example(budgets, clusters, example_models)})
+    example_cluster = Cluster.objects.filter(name=clusters[0]).first() if clusters else None
+    example_image = not (example_cluster and example_models and image_problem(example_cluster, example_models[0]))
+    spec_form = SpecForm(initial={"spec": spec_example(budgets, clusters, example_models, image=example_image)})
     spec_errors: list[str] = []
     quote_lines: list[Any] = []
     quote_terms: Any = None
@@ -651,6 +656,9 @@ class Lane:
     """An open attempt's hosts that are offline (:func:`scheduler.lifecycle.silent_hosts`, as the
     API's ``silent_hosts`` and ``fairway show``), so "running" with a growing charge is not all
     the page says."""
+    draining: list[DrainingHost] = dataclasses.field(default_factory=list)
+    """An open attempt's draining hosts before its stop (:func:`scheduler.lifecycle.draining_hosts`,
+    as the API's ``draining_hosts`` and ``fairway show``): when it is stopped and requeued."""
 
 
 def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime | None, datetime]:
@@ -694,6 +702,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now, silent_until(links)),
                 idle=idle_held_text(idle[a.pk].as_data()) if a.pk in idle else "",
                 silent=silent_hosts(a, links),
+                draining=draining_hosts(a, links),
             )
         )
     return lanes, start, end
@@ -1217,12 +1226,19 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
 @login_required
 @one_read_view
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups
-    and the current, partial hour) with each budget's delivered and owed GPU-hours."""
-    clusters = list(Cluster.objects.order_by("name"))
+    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days, or of the range
+    and cluster its ``since``, ``until`` and ``cluster`` name as the API's (``pyramid_params``;
+    tryout46), hourly roll-ups and the current, partial hour, with each budget's delivered and owed
+    GPU-hours. A bad parameter: the last 7 days, its error said, status 400."""
     now = timezone.now()
+    errors: dict[str, Any] = {}
+    try:
+        since, until, clusters = pyramid_params(request.GET, now)
+    except DRFValidationError as refused:
+        errors = refused.detail if isinstance(refused.detail, dict) else {"range": refused.detail}
+        since, until, clusters = now - DEFAULT_RANGE, now, list(Cluster.objects.order_by("name"))
     pyramids = []
-    for report in pyramid_report(clusters, now - DEFAULT_RANGE, now, now):
+    for report in pyramid_report(clusters, since, until, now):
         hours = report["hours"]
         # The chart's first and last points (hour starts), written under it as its time axis.
         ends = [datetime.fromisoformat(hours[i]["hour"]) for i in (0, -1)] if hours else [None, None]
@@ -1239,7 +1255,12 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "occupancy": occupancy(clusters),
             "pyramids": pyramids,
             "series": PYRAMID_SERIES,
+            "default_range": not errors and not request.GET.get("since") and not request.GET.get("until"),
+            "range_errors": {field: [str(m) for m in messages] for field, messages in errors.items()},
+            "range_form": {k: request.GET.get(k, "") for k in ("since", "until", "cluster")},
+            "cluster_names": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
         },
+        status=400 if errors else 200,
     )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -17,6 +18,29 @@ from scheduler.models import Cluster
 from scheduler.pyramid import DEFAULT_RANGE, pyramid_report
 
 MAX_RANGE = timedelta(days=400)
+
+
+def pyramid_params(params: Any, now: datetime) -> tuple[datetime, datetime, list[Cluster]]:
+    """The pyramid's range and clusters from its query parameters (``since``, ``until``: an instant
+    or a duration back, default the last 7 days; ``cluster``: one, default every one), or a DRF
+    ``ValidationError`` naming the parameter. The one reading of the API's ``metrics/pyramid/`` and
+    the metrics page's (tryout46: the page showed the last 7 days only)."""
+    refuse_unknown(params, ["since", "until", "cluster"])
+    until = parse_instant("until", params.get("until"), now, now)
+    try:
+        since = parse_instant("since", params.get("since"), now, until - DEFAULT_RANGE)
+    except OverflowError:
+        raise serializers.ValidationError({"until": ["out of range"]}) from None
+    if since >= until:
+        raise serializers.ValidationError({"since": ["must be before until"]})
+    if since >= now:  # nothing is counted after now: 0 % of 0 GPU-hours read as unavailable (brk35)
+        raise serializers.ValidationError({"since": ["the range starts in the future: nothing is counted there"]})
+    if until - since > MAX_RANGE:
+        raise serializers.ValidationError({"since": [f"at most {MAX_RANGE.days} days"]})
+    clusters = Cluster.objects.order_by("name")
+    if cluster := cluster_param(params.get("cluster")):
+        clusters = clusters.filter(name=cluster)
+    return since, until, list(clusters)
 
 
 class PyramidFigures(serializers.Serializer):
@@ -90,20 +114,5 @@ class PyramidView(FairwayAPIView):
         responses=PyramidSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        refuse_unknown(request.query_params, ["since", "until", "cluster"])
-        now = timezone.now()
-        until = parse_instant("until", request.query_params.get("until"), now, now)
-        try:
-            since = parse_instant("since", request.query_params.get("since"), now, until - DEFAULT_RANGE)
-        except OverflowError:
-            raise serializers.ValidationError({"until": ["out of range"]}) from None
-        if since >= until:
-            raise serializers.ValidationError({"since": ["must be before until"]})
-        if since >= now:  # nothing is counted after now: 0 % of 0 GPU-hours read as unavailable (brk35)
-            raise serializers.ValidationError({"since": ["the range starts in the future: nothing is counted there"]})
-        if until - since > MAX_RANGE:
-            raise serializers.ValidationError({"since": [f"at most {MAX_RANGE.days} days"]})
-        clusters = Cluster.objects.order_by("name")
-        if cluster := cluster_param(request.query_params.get("cluster")):
-            clusters = clusters.filter(name=cluster)
-        return Response(pyramid_report(list(clusters), since, until))
+        since, until, clusters = pyramid_params(request.query_params, timezone.now())
+        return Response(pyramid_report(clusters, since, until))

@@ -1093,6 +1093,15 @@ class SilentHostSerializer(serializers.Serializer):
     )
 
 
+class DrainingHostSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    drain_now = serializers.BooleanField(help_text="drained ignoring protection")
+    stops_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="when the tick stops the attempt (its protection's end) and requeues the workload; null: next tick",
+    )
+
+
 class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.ModelSerializer):
     host = serializers.CharField(source="host.name", read_only=True, help_text="first (rank 0) host")
     hosts = serializers.ListField(
@@ -1106,6 +1115,7 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
         help_text="GPU-seconds charged: a closed attempt's charge, an open funded one's so far"
     )
     silent_hosts = serializers.SerializerMethodField()
+    draining_hosts = serializers.SerializerMethodField()
     efficiency = serializers.SerializerMethodField()
     # ``""`` until the attempt is asked to stop / ends: declared, as a read-only model field loses
     # ``allow_blank`` and the schema's enum left the blank out.
@@ -1132,6 +1142,7 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
             "exit_code",
             "charged_gpu_seconds",
             "silent_hosts",
+            "draining_hosts",
             "efficiency",
         ]
         read_only_fields = fields
@@ -1171,6 +1182,19 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
                 "lost_at": stamp(s.lost_at),
             }
             for s in silent_hosts(obj)
+        ]
+
+    @extend_schema_field(DrainingHostSerializer(many=True))
+    def get_draining_hosts(self, obj: Attempt) -> list[dict[str, Any]]:
+        """An open attempt's draining hosts, before its stop is issued: when the tick stops it and
+        requeues the workload (``scheduler.lifecycle.draining_hosts``, as the workload page and
+        ``fairway show``); empty otherwise."""
+        from scheduler.lifecycle import draining_hosts
+
+        stamp = serializers.DateTimeField().to_representation
+        return [
+            {"host": d.host, "drain_now": d.drain_now, "stops_at": d.stops_at and stamp(d.stops_at)}
+            for d in draining_hosts(obj)
         ]
 
     def get_gpus(self, obj: Attempt) -> list[str]:

@@ -11,7 +11,7 @@ from django import template
 from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
-from fairway_cli.words import drain_only, reason_words, silent_host_words, why_waits_text
+from fairway_cli.words import drain_only, draining_host_words, reason_words, silent_host_words, why_waits_text
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -97,6 +97,13 @@ def silent_words(silent: Any) -> str:
     """An open attempt's offline host (``scheduler.lifecycle.SilentHost``) in the line
     ``fairway show`` writes for it (:func:`fairway_cli.words.silent_host_words`)."""
     return silent_host_words(silent._asdict())
+
+
+@register.filter
+def draining_words(draining: Any) -> str:
+    """An open attempt's draining host (``scheduler.lifecycle.DrainingHost``) in the line
+    ``fairway show`` writes for it (:func:`fairway_cli.words.draining_host_words`)."""
+    return draining_host_words(draining._asdict())
 
 
 @register.filter
