@@ -5,13 +5,20 @@ the seconds held, so the free seconds' 0 % diluted every job's first and last mi
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from scheduler.efficiency import efficiency_of_attempts
 from scheduler.models import GPU, Attempt, GpuMinuteSample, Host
 from scheduler.pyramid import compute_hour, hour_of, minute_busy
+
+_hosts = itertools.count()
 
 
 def _held(tw, gpus, *, placed, ended=None):
@@ -102,3 +109,51 @@ def test_the_pyramids_hour_reads_a_jobs_edges_by_their_busy_share(tw, ticks):
     # :10 → 30 s; :11–:19 and :21–:29 → 60 s each; :20 → min(30 + 20, 60 × 75 %) = 45 s
     assert t["utilized"] == pytest.approx(30 + 18 * 60 + 45)
     assert t["utilized"] <= t["measured"] <= t["allocated"] + t["unallocated"]
+
+
+class _Undone(Exception):
+    pass
+
+
+@hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    cuts=st.lists(st.integers(0, 3600), min_size=2, max_size=8, unique=True),
+    means=st.dictionaries(st.integers(0, 59), st.tuples(st.floats(-5, 110), st.integers(1, 4)), max_size=60),
+)
+def test_the_pyramids_hour_is_each_minutes_busy_time(tw, cuts, means):
+    """One GPU held by attempts one after another (back to back in one minute, or not), its minutes
+    sampled or not: the hour's measured time is the seconds held of the sampled minutes, and its
+    utilized time, minute by minute, 60 s × the minute's mean but never more than the seconds held
+    of it by all of them together."""
+    try:
+        with transaction.atomic():
+            hour = hour_of(tw.now) - timedelta(hours=3)
+            host = tw.host(f"b{next(_hosts)}", 1)
+            Host.objects.filter(pk=host.pk).update(created_at=hour - timedelta(days=1), last_heartbeat=tw.now)
+            gpu = GPU.objects.get(host=host)
+            points = sorted(cuts)
+            pairs = zip(points[::2], points[1::2], strict=False)  # one after another, none overlapping
+            spans = [(hour + timedelta(seconds=a), hour + timedelta(seconds=b)) for a, b in pairs]
+            for a0, a1 in spans:
+                _held(tw, [gpu], placed=a0, ended=a1)
+            for m, (mean, n) in means.items():
+                GpuMinuteSample.objects.create(
+                    gpu=gpu,
+                    minute=hour + timedelta(minutes=m),
+                    samples=n,
+                    utilization_samples=n,
+                    utilization_sum=n * mean,
+                )
+            measured = utilized = 0.0
+            for m, (mean, _n) in means.items():
+                start, end = hour + timedelta(minutes=m), hour + timedelta(minutes=m + 1)
+                held = sum(max(0.0, (min(a1, end) - max(a0, start)).total_seconds()) for a0, a1 in spans)
+                measured += held
+                utilized += min(held, 60 * min(100.0, max(0.0, mean)) / 100)
+            t = compute_hour(tw.cluster, hour, tw.now)
+            assert t["measured"] == pytest.approx(measured)
+            assert t["utilized"] == pytest.approx(utilized, abs=1e-6)
+            assert t["utilized"] <= t["measured"] + 1e-6 <= t["allocated"] + t["unallocated"] + 2e-6
+            raise _Undone
+    except _Undone:
+        pass
