@@ -8,9 +8,11 @@ its GPUs to its release, util46; an open attempt on an offline host up to its la
 it is charged: ``accounting.silent_until``):
 
 - **held**: the GPU-seconds held;
-- **measured** and **utilized**: the minutes of its own, each weighing the seconds held of it, with
-  their minute sample's mean (:func:`scheduler.pyramid.minute_utilization`, as
-  :func:`scheduler.pyramid.weigh_minutes` weighs the cluster's); the mean utilization is utilized
+- **measured** and **utilized**: the minutes of its own, each measured for the seconds held of it
+  and utilized for its busy seconds (:func:`scheduler.pyramid.minute_busy`: 60 s × the minute
+  sample's mean, :func:`scheduler.pyramid.minute_utilization`, bounded by the seconds held, as
+  :func:`scheduler.pyramid.weigh_minutes` weighs the cluster's; busy46: a partly held minute's free
+  seconds' 0 % no longer dilutes a short job's figure); the mean utilization is utilized
   over measured, unknown (None) when nothing was measured. A minute sample is the GPU's minute,
   not the attempt's, so a minute is the attempt's own when it held it whole, or held it in part
   and no other attempt held that GPU in it (its other seconds the GPU was free; util46: a 50 s job
@@ -66,7 +68,14 @@ from django.utils import timezone
 from scheduler.accounting import silent_until_subquery
 from scheduler.idle import quiet_minute, threshold_pct
 from scheduler.models import AttemptGPU, GpuMinuteSample, Workload
-from scheduler.pyramid import MINUTE, measured_minutes, minute_utilization, minute_utilization_sql
+from scheduler.pyramid import (
+    MINUTE,
+    measured_minutes,
+    minute_busy,
+    minute_utilization,
+    minute_utilization_sql,
+    sampled_seconds,
+)
 
 
 @dataclass
@@ -273,16 +282,21 @@ def efficiency_of_attempts(
         if memory is not None and (e.memory_peak_mb is None or memory > e.memory_peak_mb):
             e.memory_peak_mb, e.memory_total_mb = int(memory), total_mb or None
     if partial:
-        _add_partial_minutes(out, partial, pct)
+        _add_partial_minutes(out, partial, pct, now)
     return out
 
 
 def _add_partial_minutes(
-    out: dict[int, Efficiency], partial: dict[tuple[int, datetime], list[tuple[int, int | None, float]]], pct: float
+    out: dict[int, Efficiency],
+    partial: dict[tuple[int, datetime], list[tuple[int, int | None, float]]],
+    pct: float,
+    now: datetime,
 ) -> None:
     """Weigh each partly held minute of its own (``partial``: (GPU, minute) → attempt, GPU memory,
-    seconds held) by the seconds held, as :func:`scheduler.pyramid.weigh_minutes` weighs the
-    cluster's: one query."""
+    seconds held): measured for the seconds held, utilized for :func:`scheduler.pyramid.minute_busy`
+    of them (no other attempt held the GPU in it, so its busy seconds are the attempt's), as
+    :func:`scheduler.pyramid.weigh_minutes` weighs the cluster's; idle by the minute's mean
+    (:func:`scheduler.idle.quiet_minute`): one query."""
     gpus = sorted({g for g, _m in partial})
     minutes = sorted({m for _g, m in partial})
     found = (
@@ -300,7 +314,7 @@ def _add_partial_minutes(
             e = out[attempt_id]
             if measured:
                 e.measured += seconds
-                e.utilized += seconds * minute_utilization(total, n)
+                e.utilized += minute_busy(seconds, minute_utilization(total, n), sampled_seconds(minute, now))
                 e.idle += seconds if quiet else 0.0
             if memory is not None and (e.memory_peak_mb is None or memory > e.memory_peak_mb):
                 e.memory_peak_mb, e.memory_total_mb = int(memory), total_mb or None

@@ -15,10 +15,14 @@ from the attempt's confirmed start to the current minute, stating the rule in th
   attempt is idle since the latest of its GPUs', when that is at least ``FAIRWAY_IDLE_AFTER_S``
   ago (``0``: off). A starting attempt, one asked to stop, or an ended one is not idle.
 
-And :func:`efficiency_idle_reference`, the minute rule of ``scheduler.efficiency``'s share of
-minutes idle: every read minute of a GPU an attempt held whole (within ``[placed_at, ended_at or
-now)``) weighs a minute, and counts as idle when quiet; a partly held minute is the GPU's, other
-work's too, so it is not the attempt's (util63).
+And :func:`efficiency_idle_reference`, the minute rule of ``scheduler.efficiency``'s measured,
+utilized and idle GPU-seconds: per GPU an attempt held over ``[placed_at, released_at or ended_at or
+now)``, a minute is its own when it held it whole, or in part with no other attempt holding that GPU
+in it (util46; a minute another attempt held too is both jobs' samples, util63). Each read minute of
+its own is measured for the seconds held of it; it is idle for them when quiet (by the minute's
+mean); its busy seconds are 60 s (the seconds so far, in the minute in progress) times the minute's
+mean, never more than the seconds held (busy46: the rest of a partly held minute the GPU was free,
+and its 0 % must not dilute the job's figure). An attempt that ended without starting measured nothing (try61).
 """
 
 from __future__ import annotations
@@ -121,13 +125,14 @@ def idle_reference(now: datetime | None = None) -> dict[int, IdleReference]:
 
 @dataclass(frozen=True)
 class EfficiencyIdleReference:
-    measured: float  # GPU-seconds held in minutes whose utilization was read
+    measured: float  # GPU-seconds held in minutes of its own whose utilization was read
     idle: float  # of those, the GPU-seconds in quiet minutes
+    utilized: float  # their busy GPU-seconds
 
 
 def efficiency_idle_reference(now: datetime | None = None) -> dict[int, EfficiencyIdleReference]:
-    """Every attempt with a GPU link, by id: its measured and idle GPU-seconds, minute by minute."""
-    from scheduler.models import Attempt
+    """Every attempt with a GPU link, by id: its measured, idle and utilized GPU-seconds, minute by minute."""
+    from scheduler.models import Attempt, AttemptGPU
 
     now = now or timezone.now()
     pct = threshold_pct()
@@ -136,19 +141,28 @@ def efficiency_idle_reference(now: datetime | None = None) -> dict[int, Efficien
         links = list(attempt.gpu_links.all())
         if not links:
             continue
-        a0, a1 = attempt.placed_at, attempt.ended_at or now
-        measured = idle = 0.0
-        for link in links:
+        measured = idle = utilized = 0.0
+        never_started = attempt.started_at is None and attempt.ended_at is not None
+        for link in links if not never_started else []:
+            a0, a1 = attempt.placed_at, link.released_at or attempt.ended_at or now
             readings = _readings(link.gpu_id)
+            others = [
+                (other.attempt.placed_at, other.released_at or other.attempt.ended_at)
+                for other in AttemptGPU.objects.filter(gpu_id=link.gpu_id).exclude(pk=link.pk)
+            ]
             minute = a0.replace(second=0, microsecond=0)
             while minute < a1:
+                held = (min(a1, minute + MINUTE) - max(a0, minute)).total_seconds()
+                whole = held == MINUTE.total_seconds()
+                shared = any(p < minute + MINUTE and (u is None or u > minute) for p, u in others)
                 reading = readings.get(minute)
-                whole = a0 <= minute and minute + MINUTE <= a1  # util63: a partly held minute is not its own
-                held = MINUTE.total_seconds() if whole else 0.0
-                if reading is not None and reading.mean_pct is not None:
+                if (whole or not shared) and reading is not None and reading.mean_pct is not None:
                     measured += held
                     if is_quiet(reading, pct):
                         idle += held
+                    so_far = min(MINUTE.total_seconds(), max(held, (now - minute).total_seconds()))
+                    mean = min(100.0, max(0.0, reading.mean_pct)) / 100.0
+                    utilized += min(held, so_far * mean)
                 minute += MINUTE
-        out[attempt.pk] = EfficiencyIdleReference(measured, idle)
+        out[attempt.pk] = EfficiencyIdleReference(measured, idle, utilized)
     return out

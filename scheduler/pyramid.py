@@ -9,10 +9,11 @@ For one cluster and one hour ``[h, h + 1 h)``, in GPU-seconds:
   ``released_at``, when the live count frees its GPUs), capped per GPU at that GPU's registered seconds;
   split into **allocated** (allocated and funded) and **unallocated** (unallocated or unfunded).
 - **utilized**: occupied GPU-seconds × NVML utilization, where it was measured. Per minute from
-  the GPU time series (``GpuMinuteSample``: the minute's mean utilization × the occupied seconds
-  of that minute); for a GPU without any minute sample in the hour, the GPU's latest sample
-  (``last_sample``) stands for the whole hour — an approximation, and only when that sample was
-  taken in the hour (its host's last heartbeat falls in it).
+  the GPU time series (``GpuMinuteSample``: the minute's busy GPU-seconds, 60 s × its mean
+  utilization, bounded by the seconds the GPU was occupied in it: :func:`minute_busy`, busy46);
+  for a GPU without any minute sample in the hour, the GPU's latest sample (``last_sample``)
+  stands for the whole hour — an approximation, and only when that sample was taken in the hour
+  (its host's last heartbeat falls in it).
 - **measured**: the occupied GPU-seconds whose utilization was measured that way. Occupied time
   without a measurement (an imported past: ``manage.py import_history``; minutes without a
   sample; a host that stopped reporting) is **not measured**, never 0 %: the utilization is the
@@ -32,6 +33,7 @@ Fractions are of the registered GPU-time. The roll-up of an hour is idempotent (
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -97,23 +99,46 @@ def minute_utilization_sql() -> Any:
     return Greatest(Least(mean, Value(100.0)), Value(0.0))
 
 
-def weigh_minutes(a0: datetime, a1: datetime, series: dict[datetime, float]) -> tuple[float, float]:
-    """The one rule of a GPU-time weighted utilization: one GPU held over ``[a0, a1)``, with
-    ``series`` (minute → :func:`minute_utilization`) its sampled minutes. Each sampled minute
-    weighs the seconds of it the GPU was held: returns ``(measured, utilized)`` GPU-seconds, the
-    held seconds of sampled minutes and those times their utilization. A minute without a sample
-    is not measured (never 0 %). The pyramid's (:func:`compute_hour`); an attempt's
-    (``scheduler.efficiency``) weighs its minutes the same way, but only those no other attempt held
-    the GPU in, its own samples (util63, util46)."""
-    measured = utilized = 0.0
-    minute = a0.replace(second=0, microsecond=0)
-    while minute < a1:
-        nxt = minute + MINUTE
-        if (util := series.get(minute)) is not None:
-            part = _overlap(a0, a1, minute, nxt)
-            measured += part
-            utilized += part * util
-        minute = nxt
+def sampled_seconds(minute: datetime, now: datetime | None = None) -> float:
+    """The seconds of ``minute`` its samples cover: 60, or up to ``now`` in the minute in progress
+    (its mean is of the samples so far)."""
+    if now is None:
+        return MINUTE.total_seconds()
+    return min(MINUTE.total_seconds(), max(0.0, (now - minute).total_seconds()))
+
+
+def minute_busy(held: float, mean: float, sampled: float = 60.0) -> float:
+    """The one rule of a GPU-minute's busy time (busy46): the minute's samples are the GPU's, so its
+    busy GPU-seconds are ``sampled`` (60 s, :func:`sampled_seconds`) times its mean
+    (:func:`minute_utilization`), and they are its holders': ``held``, the seconds the GPU was held
+    in the minute (every hold of it together), bounds them. A minute held whole is 60 s × its mean;
+    a minute held in part is not diluted by the free seconds' 0 % (a 90 s job busy all along reads
+    100 %, not about 75 %). The pyramid's (:func:`weigh_minutes`) and an attempt's own partly held
+    minutes (``scheduler.efficiency``)."""
+    span = max(held, min(sampled, MINUTE.total_seconds()))
+    return max(0.0, min(held, span * mean))
+
+
+def weigh_minutes(
+    holds: Iterable[tuple[datetime, datetime]], series: dict[datetime, float], now: datetime | None = None
+) -> tuple[float, float]:
+    """A GPU-time weighted utilization of one GPU held over ``holds`` (``[a0, a1)`` each), with
+    ``series`` (minute → :func:`minute_utilization`) its sampled minutes: returns ``(measured,
+    utilized)`` GPU-seconds. Each sampled minute is measured for the seconds held of it (all holds
+    together) and utilized for :func:`minute_busy` of them: two holds in one minute share its busy
+    time, never count it twice. A minute without a sample is not measured (never 0 %). The
+    pyramid's (:func:`compute_hour`); an attempt's (``scheduler.efficiency``) weighs its minutes
+    the same way, but only those no other attempt held the GPU in, its own samples (util63, util46)."""
+    held: dict[datetime, float] = defaultdict(float)
+    for a0, a1 in holds:
+        minute = a0.replace(second=0, microsecond=0)
+        while minute < a1:
+            nxt = minute + MINUTE
+            if minute in series:
+                held[minute] += _overlap(a0, a1, minute, nxt)
+            minute = nxt
+    measured = sum(held.values())
+    utilized = sum(minute_busy(h, series[m], sampled_seconds(m, now)) for m, h in held.items())
     return measured, utilized
 
 
@@ -188,16 +213,14 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
         utilized = measured = 0.0
         series = minutes.get(gid)
         stand_in = last_util[gid]
-        for a0, a1, funded in intervals.get(gid, ()):
-            seconds = (a1 - a0).total_seconds()
-            occupied[funded] += seconds
-            if series:
-                part, util = weigh_minutes(a0, a1, series)
-                measured += part
-                utilized += util
-            elif stand_in is not None:
-                measured += seconds
-                utilized += seconds * stand_in
+        holds = intervals.get(gid, [])
+        for a0, a1, funded in holds:
+            occupied[funded] += (a1 - a0).total_seconds()
+        if series:  # per minute, all its holds together (busy46)
+            measured, utilized = weigh_minutes([(a0, a1) for a0, a1, _funded in holds], series, now)
+        elif stand_in is not None:
+            measured = occupied[True] + occupied[False]
+            utilized = measured * stand_in
         busy = occupied[True] + occupied[False]
         if busy > reg > 0:  # never more than the GPU's registered time (overlapping rows, clock skew)
             scale = reg / busy

@@ -839,9 +839,10 @@ class EfficiencySerializer(serializers.Serializer):
     )
     utilization = serializers.FloatField(
         allow_null=True,
-        help_text="mean NVML utilization 0..1 over the measured GPU-time held, each minute weighing the seconds "
-        "held of it (a minute in which another attempt held the GPU too is the GPU's, other work's too: not "
-        "measured); fixed once the minute it ended in is over; null: not measured",
+        help_text="mean NVML utilization 0..1 over the measured GPU-time held: each minute's busy seconds (60 s "
+        "× its mean, at most the seconds held of it) over the seconds held (a minute in which another attempt "
+        "held the GPU too is the GPU's, other work's too: not measured); fixed once the minute it ended in is "
+        "over; null: not measured",
     )
     utilization_why = serializers.ChoiceField(
         choices=["no_own_minute", "no_sample"],

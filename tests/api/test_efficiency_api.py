@@ -135,9 +135,11 @@ def test_every_surface_reads_a_short_jobs_one_utilization(
     client, monkeypatch, researcher, researcher_client, submit_kwargs
 ):
     """util46: a 50 s job (placed at :40, ended at 1:30) held no whole minute and read "not measured"
-    everywhere, though the agent sampled its GPU; each minute now counts by the seconds held of it
-    (20 s at 30 %, 30 s at 90 %: 66 %), the same figure on the API's detail and history, ``fairway
-    show``, ``seff`` and ``history``, the workload page, and the cluster's pyramid (its metrics)."""
+    everywhere, though the agent sampled its GPU; each minute now counts for the seconds held of it,
+    with its busy seconds, 60 s × its mean bounded by them (busy46: 20 s held of a minute at 30 %,
+    18 s busy; 30 s of one at 90 %, 30 s busy: 96 %; the held seconds' weights read 66 %), the same
+    figure on the API's detail and history, ``fairway show``, ``seff`` and ``history``, the workload
+    page, and the cluster's pyramid (its metrics)."""
     from scheduler.models import Host
     from scheduler.pyramid import hour_of, rollup_hour
 
@@ -157,20 +159,20 @@ def test_every_surface_reads_a_short_jobs_one_utilization(
         )
     Workload.objects.filter(pk=w.pk).update(state=Workload.State.SUCCEEDED, finished_at=timezone.now())
     data = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
-    assert data["efficiency"]["utilization"] == 0.66 and data["attempts"][0]["efficiency"]["utilization"] == 0.66
+    assert data["efficiency"]["utilization"] == 0.96 and data["attempts"][0]["efficiency"]["utilization"] == 0.96
     rows = researcher_client.get("/api/v1/workloads/history/").json()["results"]
-    assert [(r["workload"], r["utilization"]) for r in rows] == [(w.pk, 0.66)]
-    assert "GPU utilization: 66% (mean over the measured GPU-time)" in run_cli(
+    assert [(r["workload"], r["utilization"]) for r in rows] == [(w.pk, 0.96)]
+    assert "GPU utilization: 96% (mean over the measured GPU-time)" in run_cli(
         monkeypatch, researcher, "show", str(w.pk)
     )
-    assert "GPU utilization: 66%" in run_cli(monkeypatch, researcher, "seff", str(w.pk))
-    assert any(line.endswith(",0.66") for line in run_cli(monkeypatch, researcher, "history", "--csv").splitlines())
+    assert "GPU utilization: 96%" in run_cli(monkeypatch, researcher, "seff", str(w.pk))
+    assert any(line.endswith(",0.96") for line in run_cli(monkeypatch, researcher, "history", "--csv").splitlines())
     client.force_login(researcher)
-    assert '<td class="num attempt-util">66%</td>' in client.get(f"/workloads/{w.pk}/").content.decode()
+    assert '<td class="num attempt-util">96%</td>' in client.get(f"/workloads/{w.pk}/").content.decode()
     for hour in {hour_of(attempt.placed_at), hour_of(attempt.ended_at)}:
         if hour < hour_of(timezone.now()):
             rollup_hour(gpu.host.cluster, hour)
     pyramid = researcher_client.get("/api/v1/metrics/pyramid/").json()
     (cluster,) = [c for c in pyramid if c["cluster"] == gpu.host.cluster.name]
-    assert cluster["total"]["utilization_of_occupied"] == 0.66
-    assert "occupied GPU-time at 66% mean utilization" in client.get("/metrics/").content.decode()
+    assert cluster["total"]["utilization_of_occupied"] == 0.96
+    assert "occupied GPU-time at 96% mean utilization" in client.get("/metrics/").content.decode()

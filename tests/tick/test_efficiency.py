@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from scheduler.efficiency import efficiency_of_attempts, workload_efficiency
 from scheduler.models import GPU, Attempt, GpuMinuteSample, Host
-from scheduler.pyramid import Pyramid, compute_hour, hour_of, minute_utilization, weigh_minutes
+from scheduler.pyramid import Pyramid, compute_hour, hour_of, minute_utilization
 
 _hosts = itertools.count()
 
@@ -106,8 +106,9 @@ def test_an_attempt_inside_one_minute(tw, ticks):
     a = _held(tw, [gpu], placed=minute + timedelta(seconds=10), ended=minute + timedelta(seconds=40))
     _sample(gpu, minute, 50.0)
     e = efficiency_of_attempts([a.pk])[a.pk]
-    # no other attempt held the GPU in that minute: its samples count by the 30 s held (util46)
-    assert (e.held, e.measured, e.utilized) == (30, 30, pytest.approx(15))
+    # no other attempt held the GPU in that minute: its samples are its own (util46), and its busy
+    # seconds are 60 s × 50 %, all of the 30 s held (busy46: the free 30 s read 0 %, not its figure)
+    assert (e.held, e.measured, e.utilized) == (30, 30, pytest.approx(30))
     assert e.as_data()["utilization_why"] is None
 
 
@@ -183,11 +184,17 @@ def test_agrees_with_the_pyramids_utilization_on_the_same_samples(tw, ticks):
             ended=hour + timedelta(minutes=50, seconds=5),
         ),
         _held(tw, [g[0]], placed=hour + timedelta(minutes=41), ended=hour + timedelta(minutes=59, seconds=59)),
+        # in the minute the one before it on g[2] ended in (:50, 5 s and 30 s of it)
+        _held(
+            tw, [g[2]], placed=hour + timedelta(minutes=50, seconds=30), ended=hour + timedelta(minutes=55, seconds=10)
+        ),
     ]
     for i, gpu in enumerate(g):
         for m in range(60):
             if (m + i) % 7:  # some minutes without a sample
                 _sample(gpu, hour + timedelta(minutes=m), float((m * 13 + i * 29) % 101), samples=1 + m % 3)
+    shared = GpuMinuteSample.objects.get(gpu=g[2], minute=hour + timedelta(minutes=50))
+    GpuMinuteSample.objects.filter(pk=shared.pk).update(utilization_sum=40.0 * shared.utilization_samples)
     t = compute_hour(tw.cluster, hour, tw.now)
     pyramid = Pyramid(measured=t["measured"], utilized=t["utilized"], allocated=t["allocated"])
     pyramid.unallocated = t["unallocated"]
@@ -196,11 +203,11 @@ def test_agrees_with_the_pyramids_utilization_on_the_same_samples(tw, ticks):
     measured = sum(e.measured for e in total.values())
     utilized = sum(e.utilized for e in total.values())
     assert held == pytest.approx(t["allocated"] + t["unallocated"])
-    # util63: an attempt's figure leaves out its partly held first and last minutes (the GPU's
-    # minute, other work's too), which the cluster's hour weighs by the seconds held
-    partial = sum((2 if len(a.gpu_links.all()) == 1 else 4) for a in attempts) * 60
-    assert t["measured"] - partial <= measured <= t["measured"]
-    assert utilized <= t["utilized"]
+    # The same minutes, read alike (busy46: each one's busy seconds, 60 s × its mean bounded by the
+    # seconds held), but the one two attempts held on g[2]: both jobs' samples, so neither's (util63),
+    # while the hour counts its 35 s held and its busy seconds once: min(35, 60 × 40 %), not 5 + 24
+    assert measured == pytest.approx(t["measured"] - 35)
+    assert utilized == pytest.approx(t["utilized"] - 24)
 
 
 def test_a_week_on_eight_gpus_is_two_queries(tw, ticks, capsys):
@@ -257,9 +264,10 @@ class _Undone(Exception):
 )
 def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
     """The fast path (SQL sums of the wholly held minutes, the partly held ones in Python) against
-    the oracle: :func:`weigh_minutes` over the attempt's own minutes of the GPU (held whole, or
-    in part with no other attempt's link on the GPU in it: util46), and the idle and memory rules
-    read minute by minute."""
+    the oracle, minute by minute over the attempt's own minutes of the GPU (held whole, or in part
+    with no other attempt's link on the GPU in it: util46): each sampled one is measured for the
+    seconds held of it and utilized for its busy seconds, 60 s (so far, in the minute in progress)
+    × its mean but never more than the seconds held (busy46); idle by its mean; and the memory rule."""
     settings.FAIRWAY = {**settings.FAIRWAY, "IDLE_UTIL_PCT": pct}
     try:
         with transaction.atomic():
@@ -309,11 +317,14 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                     series = {
                         m: minute_utilization(rows[m].utilization_sum, rows[m].samples) for m in mine if m in rows
                     }
-                    part, util = weigh_minutes(a0, a1, series)
-                    measured += part
-                    utilized += util
-                    quiet = {m: v for m, v in series.items() if rows[m].utilization_sum < rows[m].samples * pct}
-                    idle += weigh_minutes(a0, a1, quiet)[0]
+                    for m, mean in series.items():
+                        h = (min(a1, m + timedelta(minutes=1)) - max(a0, m)).total_seconds()  # seconds held of it
+                        # the seconds its samples cover: 60, or so far in the minute in progress
+                        sampled = min(60.0, max(h, (now - m).total_seconds()))
+                        measured += h
+                        utilized += min(h, sampled * mean)  # busy46: busy seconds, bounded by those held
+                        if rows[m].utilization_sum < rows[m].samples * pct:  # idle: by the minute's mean
+                            idle += h
                     # the same minutes' memory (left59: a shared one is another attempt's too)
                     peak = max(
                         [rows[m].memory_used_max_mb for m in mine if m in rows] + ([peak] if peak is not None else []),
@@ -376,8 +387,9 @@ def test_a_finished_attempts_utilization_is_fixed_once_its_last_minute_is_over(t
         )
     after = efficiency_of_attempts([a.pk])[a.pk].as_data()
     assert after == before
-    # 30 s at 60 %, its two whole minutes at 60 % and 62 %; not the minute the next one shared
-    assert before["utilization"] == pytest.approx(round((18 + 36 + 37.2) / 150, 4))
+    # 30 s of a minute at 60 % (36 busy seconds, the 30 s held: busy46), its two whole minutes at
+    # 60 % and 62 %; not the minute the next one shared
+    assert before["utilization"] == pytest.approx(round((30 + 36 + 37.2) / 150, 4))
 
 
 def test_partly_held_minutes_shared_with_other_attempts_are_not_the_attempts(tw, ticks):

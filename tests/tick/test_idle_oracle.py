@@ -5,7 +5,9 @@ means exactly at the threshold, a ``now`` on the edge of the period, attempts st
 last minutes, starting / asked to stop / ended ones, several GPUs, and another attempt's samples
 on the GPU before this one started. ``scheduler.idle.idle_attempts`` (which attempts, since when,
 how long, how many GPUs) and ``scheduler.efficiency``'s idle share (its measured and idle
-GPU-seconds: the same minute rule, ``idle.quiet_minute``) must say what the oracle says.
+GPU-seconds: the same minute rule, ``idle.quiet_minute``; and its utilized GPU-seconds, each
+minute's busy seconds: 60 s × its mean, bounded by the seconds held, busy46) must say what the
+oracle says.
 
 A bounded number of examples in the suite; ``FAIRWAY_IDLE_ORACLE_EXAMPLES=2000`` for a longer run.
 """
@@ -137,7 +139,11 @@ def _check(tw, world) -> None:
         assert set(efficiency) == set(reference)
         for pk, r in reference.items():
             e = efficiency[pk]
-            assert (e.measured, e.idle) == (pytest.approx(r.measured), pytest.approx(r.idle)), pk
+            assert (e.measured, e.idle, e.utilized) == (
+                pytest.approx(r.measured),
+                pytest.approx(r.idle),
+                pytest.approx(r.utilized),
+            ), pk
         transaction.set_rollback(True)
 
 

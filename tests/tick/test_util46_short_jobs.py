@@ -33,8 +33,9 @@ def _sample(gpu, minute, util, samples=6, memory=0):
 
 def test_a_short_job_alone_on_its_gpu_is_measured_by_the_seconds_held(tw, ticks):
     """A 90 s job from :40 to 2:10, no other attempt on its GPU in those minutes: each minute
-    counts by the seconds it held it (20 s, 60 s, 10 s); before util46 only the whole one counted,
-    and a 50 s job (:40 to 1:30) read "not measured" although the agent sampled the GPU."""
+    counts for the seconds it held it (20 s, 60 s, 10 s), with its busy seconds, 60 s × the
+    minute's mean bounded by them (busy46); before util46 only the whole one counted, and a 50 s
+    job (:40 to 1:30) read "not measured" although the agent sampled the GPU."""
     gpu = GPU.objects.get(host=tw.host("h1", 1))
     GPU.objects.filter(pk=gpu.pk).update(memory_mb=80_000)
     minute = tw.now.replace(second=0) - timedelta(minutes=10)
@@ -44,12 +45,12 @@ def test_a_short_job_alone_on_its_gpu_is_measured_by_the_seconds_held(tw, ticks)
     a = _held(tw, [gpu], placed=minute + timedelta(seconds=40), ended=minute + timedelta(minutes=2, seconds=10))
     e = efficiency_of_attempts([a.pk])[a.pk]
     assert (e.held, e.measured) == (90, 90)
-    assert e.utilized == pytest.approx(20 * 0.3 + 60 * 0.9 + 10 * 0.6)
+    assert e.utilized == pytest.approx(min(20, 60 * 0.3) + 60 * 0.9 + min(10, 60 * 0.6))
     assert e.memory_peak_mb == 7_000
     short = _held(tw, [gpu], placed=minute + timedelta(seconds=40), ended=minute + timedelta(minutes=1, seconds=30))
     AttemptGPU.objects.filter(attempt=a).delete()  # one at a time on the GPU
     data = efficiency_of_attempts([short.pk])[short.pk].as_data()
-    assert data["utilization"] == pytest.approx(round((20 * 0.3 + 30 * 0.9) / 50, 4))
+    assert data["utilization"] == pytest.approx(round((min(20, 60 * 0.3) + min(30, 60 * 0.9)) / 50, 4))
     assert data["utilization_why"] is None and data["not_measured"] == 0.0
 
 
@@ -64,7 +65,8 @@ def test_a_minute_shared_with_another_attempt_on_the_gpu_is_not_measured(tw, tic
     _sample(gpu, minute + timedelta(minutes=1), 70.0)  # both jobs' samples
     _sample(gpu, minute + timedelta(minutes=2), 100.0)
     found = efficiency_of_attempts([first.pk, second.pk])
-    assert (found[first.pk].measured, found[first.pk].utilized) == (30, pytest.approx(12))
+    # its own first minute: 30 s held, 60 s × 40 % = 24 busy seconds (busy46)
+    assert (found[first.pk].measured, found[first.pk].utilized) == (30, pytest.approx(24))
     assert (found[second.pk].measured, found[second.pk].utilized) == (60, pytest.approx(60))
     # a job whose every minute was shared has no minute of its own
     middle = _held(
