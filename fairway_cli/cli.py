@@ -2807,10 +2807,26 @@ def exit_codes_text() -> str:
     )
 
 
+DASHED_VALUE = re.compile(r"-[0-9.]")
+"""The start of a value that begins with a minus, not an option: ``-5m``, ``-1h30m``, ``-.5h``
+(no option of fairway's starts with a digit or a dot)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse reading ``--in -5m`` as ``--in=-5m``, for every option and subcommand (subparsers are
+    of their parent's class): a value that starts with a minus and a digit is a value, so the
+    server's or the option's own check says what is wrong with it (pages46: ``fairway hosts drain
+    gpu2 --in -5m`` said "argument --in: expected one argument", not the server's refusal).
+    argparse reads only ``-5`` and ``-2.5`` so, as negative numbers."""
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        if DASHED_VALUE.match(arg_string):
+            return None  # a positional or an option's value, as argparse reads -5
+        return super()._parse_optional(arg_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fairway", description="Fairway: GPU time by budgets.", epilog=exit_codes_text()
-    )
+    parser = Parser(prog="fairway", description="Fairway: GPU time by budgets.", epilog=exit_codes_text())
     parser.add_argument("--version", action="version", version=f"fairway {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     parser.add_argument(
