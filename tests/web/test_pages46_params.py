@@ -73,8 +73,8 @@ def test_the_clusters_page_shows_the_cluster_asked(researcher, cluster):
 
 
 def test_the_budgets_cluster_form_in_a_browser(new_page, researcher, cluster):
-    """The form under the heading picks one cluster; a bad one says so (tests/browser.py; skipped
-    without Chromium)."""
+    """The form under the heading picks one cluster; a bad one says so, on the clusters page too
+    (tests/browser.py; skipped without Chromium)."""
     from tests.browser import log_in
 
     do_create_cluster("h100")
@@ -87,3 +87,6 @@ def test_the_budgets_cluster_form_in_a_browser(new_page, researcher, cluster):
     page.wait_for_url("**/budgets/?cluster=h100")
     assert page.locator("h2").all_inner_texts()[0].startswith("h100")
     assert page.locator(".param-errors").count() == 0
+    page.goto("/clusters/?cluster=nope")  # the clusters page's list of them, over every cluster
+    assert page.locator(".param-errors").inner_text() == "cluster: No cluster 'nope'."
+    assert page.locator("h2 a[href='/clusters/default/']").count() == 1
