@@ -64,6 +64,7 @@ from fairway_cli.words import (
     UNAVAILABLE_STATUS,
     UNAVAILABLE_TEXT,
     UNFUNDED_ATTEMPT,
+    boost_cell,
     budget_hint_text,
     bulk_stopping_text,
     draining_host_words,
@@ -2231,8 +2232,7 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                         + (" (hold)" if b["hold"] else "")
                     ),
                 ),
-                # a temporary share in the server's words (an older one sends none)
-                ("SHARES", lambda b: (b.get("boost_text") or b["shares"]) if b["parent_id"] else ""),
+                ("SHARES", shares_cell),
                 ("SHARE", lambda b: f"{b['normalized_share'] * 100:.1f}%"),
                 ("ENTITLED GPU-H", lambda b: gpu_hours_text(b["entitlement_gpu_hours"])),
                 ("USED GPU-H", lambda b: gpu_hours_text(b["usage_gpu_hours"])),
@@ -2259,8 +2259,24 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 "PENDING WORKLOADS",
             },
         )
-        out.write("\n")
+        out.write(boost_notes(tree["budgets"]) + "\n")
     return EXIT_OK
+
+
+def shares_cell(b: dict[str, Any]) -> str:
+    """``fairway budgets``' SHARES: the shares, or a temporary share short (``3 → 1 @18:00``:
+    :func:`~fairway_cli.words.boost_cell`), its sentence below the table (:func:`boost_notes`)."""
+    if not b["parent_id"]:
+        return ""
+    if b.get("boost_text") and b.get("boost_until"):  # an older server sends neither
+        return boost_cell(b["shares"], b["boost_until"], b.get("boost_then_shares"))
+    return str(b["shares"])
+
+
+def boost_notes(budgets: list[dict[str, Any]]) -> str:
+    """Each temporary share of a tree in the server's words, below its table (``fairway budgets``,
+    ``fairway share``; try61, pages46), as ``fairway hosts`` names a scheduled drain below its own."""
+    return "".join(f"  temporary: {b['path']} {b['boost_text']}\n" for b in budgets if b.get("boost_text"))
 
 
 def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -2311,10 +2327,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 "Attainment",
             },
         )
-        for b in tree["budgets"]:  # a temporary share, as `fairway budgets` writes it in SHARES (try61)
-            if b.get("boost_text"):
-                out.write(f"  temporary: {b['path']} {b['boost_text']}\n")
-        out.write("\n")
+        out.write(boost_notes(tree["budgets"]) + "\n")  # the RawShares of now (try61)
     return EXIT_OK
 
 
@@ -2807,10 +2820,26 @@ def exit_codes_text() -> str:
     )
 
 
+DASHED_VALUE = re.compile(r"-[0-9.]")
+"""The start of a value that begins with a minus, not an option: ``-5m``, ``-1h30m``, ``-.5h``
+(no option of fairway's starts with a digit or a dot)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse reading ``--in -5m`` as ``--in=-5m``, for every option and subcommand (subparsers are
+    of their parent's class): a value that starts with a minus and a digit is a value, so the
+    server's or the option's own check says what is wrong with it (pages46: ``fairway hosts drain
+    gpu2 --in -5m`` said "argument --in: expected one argument", not the server's refusal).
+    argparse reads only ``-5`` and ``-2.5`` so, as negative numbers."""
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        if DASHED_VALUE.match(arg_string):
+            return None  # a positional or an option's value, as argparse reads -5
+        return super()._parse_optional(arg_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fairway", description="Fairway: GPU time by budgets.", epilog=exit_codes_text()
-    )
+    parser = Parser(prog="fairway", description="Fairway: GPU time by budgets.", epilog=exit_codes_text())
     parser.add_argument("--version", action="version", version=f"fairway {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     parser.add_argument(

@@ -434,6 +434,16 @@ def boost_text(shares: int, until: Any, then_shares: int | None, now: Any = None
     return f"share {shares}{since} until {instant_text(until, now)}{then}"
 
 
+def boost_cell(shares: int, until: Any, then_shares: int | None, now: Any = None) -> str:
+    """A temporary share in a table's cell, short: ``3 → 1 @18:00`` (``@Dec 20 00:00`` another day):
+    its end as :func:`boost_text` says it, to the minute. ``fairway budgets``' SHARES, whose
+    footnote is the whole sentence (pages46: the sentence made the cell about 50 characters)."""
+    at = instant_text(until, now)
+    at = at[: -len(":00 UTC")] if at.endswith(" UTC") else at
+    then = f" → {then_shares}" if then_shares is not None else ""
+    return f"{shares}{then} @{at}"
+
+
 LIMIT_PASSED = "already run longer: it stops at the next pass, timeout"
 """Said of a started workload whose wall-time limit was changed below the time it has run: the
 ``updated`` event (its ``data.passed``), ``fairway update`` and the page's message."""

@@ -801,13 +801,18 @@ def _own_hold_sentence(workload: Workload) -> str:
     )
 
 
-def _cap_numbers(path: str, tree: dict[int, Budget] | None) -> str:
-    """`` (0.01 GPU-hours of allocated use per 7 days)``: the cap of the live budget at ``path``, as
-    leadership set it (tryout36: the sentence gave no number); "" when it has none any more."""
+def _cap_numbers(path: str, budget_id: int, tree: dict[int, Budget] | None) -> str:
+    """`` (0.01 GPU-hours of allocated use per 7 days)``: the cap, as leadership set it, of the
+    budget at ``path`` among budget ``budget_id`` and its ancestors (the workload's, the one the
+    policy named: tryout36, the sentence gave no number), archived or not (pages46: archived, the
+    sentence lost its numbers; a live namesake is another budget); "" when it has no cap any more."""
     tree = tree if tree is not None else load_tree()
-    paths = budget_paths(tree)
-    for pk, budget in tree.items():
-        if paths.get(pk) == path and budget.archived_at is None and budget.cap_gpu_hours is not None:
+    own = tree.get(budget_id)
+    for pk in ancestor_ids(own, tree) if own is not None else []:
+        budget = tree.get(pk)
+        if budget is not None and budget.path == path:
+            if budget.cap_gpu_hours is None:
+                return ""
             days = budget.cap_period_days
             return (
                 f" ({gpu_hours_text(float(budget.cap_gpu_hours))} GPU-hours of allocated use per "
@@ -862,7 +867,7 @@ def _lines(
             else "Its budget (or a budget above it) is on hold: no new work starts until leadership releases it."
         )
     elif reason == "budget_capped":
-        cap = _cap_numbers(str(detail.get("budget", "")), tree)
+        cap = _cap_numbers(str(detail.get("budget", "")), workload.budget_id, tree)
         if detail.get("unfunded"):
             lines.append(
                 f"Budget {detail.get('budget')} has reached its cap{cap}, so this workload may only run unallocated "

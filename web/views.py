@@ -74,7 +74,7 @@ from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
-from scheduler.api.params import REPEATED, given_twice
+from scheduler.api.params import REPEATED, cluster_only_params, given_twice, refuse_unknown
 from scheduler.api.pyramid import pyramid_params
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
@@ -993,7 +993,12 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
 def budgets(request: HttpRequest) -> HttpResponse:
     """The share tree per cluster: shares as %, entitlement per window, usage, ratio, rank, attainment."""
     scope = _scope(request)
-    standings = [budget_standings(c, scope.tree, curve_points=CURVE_POINTS) for c in Cluster.objects.order_by("name")]
+    errors: dict[str, list[str]] = {}
+    try:
+        clusters = cluster_only_params(request.GET)  # budgets/tree/'s reading (pages46: ?cluster=nope a 200)
+    except DRFValidationError as refused:
+        errors, clusters = _param_errors(refused), list(Cluster.objects.order_by("name"))
+    standings = [budget_standings(c, scope.tree, curve_points=CURVE_POINTS) for c in clusters]
     plots = {s.cluster: {b.budget_id: _usage_plot(b) for b in s.budgets} for s in standings}
     return _render(
         request,
@@ -1005,8 +1010,19 @@ def budgets(request: HttpRequest) -> HttpResponse:
             "accessible": scope.accessible,
             "window_s": _window_s(),
             "statements": _statement_links(scope),
+            "param_errors": errors,
+            "cluster_asked": "" if errors else request.GET.get("cluster", ""),
+            "cluster_names": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
         },
+        status=400 if errors else 200,
     )
+
+
+def _param_errors(refused: DRFValidationError) -> dict[str, list[str]]:
+    """A page's query parameters the API's parser refused (``scheduler.api.params``), in words by
+    parameter, as the page lists them over its default view with status 400."""
+    detail = refused.detail if isinstance(refused.detail, dict) else {"parameters": refused.detail}
+    return {field: [str(m) for m in messages] for field, messages in detail.items()}
 
 
 def _statement_links(scope: Scope) -> list[tuple[str, str]]:
@@ -1113,9 +1129,16 @@ def _util_text(sample: Any) -> str:
 @one_read_view
 def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
     """Clusters with occupancy and their hosts: GPU health grid, states, drain progress; admin actions."""
-    cluster_list = list(Cluster.objects.order_by("name"))
-    if name is not None:
-        cluster_list = [get_object_or_404(Cluster, name=name)]
+    errors: dict[str, list[str]] = {}
+    cluster_list = [get_object_or_404(Cluster, name=name)] if name is not None else []
+    try:  # the API's metrics/ reading (?cluster=, its one parameter); a cluster's own page reads none
+        if name is None:
+            cluster_list = cluster_only_params(request.GET)
+        else:
+            refuse_unknown(request.GET, [])
+    except DRFValidationError as refused:
+        errors = _param_errors(refused)
+        cluster_list = cluster_list or list(Cluster.objects.order_by("name"))
     occ = {o.cluster: o for o in occupancy(cluster_list)}
     sections = [
         {"cluster": c, "occupancy": occ[c.name], "hosts": _host_rows(hosts_queryset().filter(cluster=c))}
@@ -1125,7 +1148,13 @@ def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
         request,
         "web/clusters.html",
         # the actions' column, by the rule the action view and the API apply (brk42: every staff member saw it)
-        {"nav": "clusters", "sections": sections, "operates_hosts": may_operate_hosts(request.user)},
+        {
+            "nav": "clusters",
+            "sections": sections,
+            "operates_hosts": may_operate_hosts(request.user),
+            "param_errors": errors,
+        },
+        status=400 if errors else 200,
     )
 
 
@@ -1231,11 +1260,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
     tryout46), hourly roll-ups and the current, partial hour, with each budget's delivered and owed
     GPU-hours. A bad parameter: the last 7 days, its error said, status 400."""
     now = timezone.now()
-    errors: dict[str, Any] = {}
+    errors: dict[str, list[str]] = {}
     try:
         since, until, clusters = pyramid_params(request.GET, now)
     except DRFValidationError as refused:
-        errors = refused.detail if isinstance(refused.detail, dict) else {"range": refused.detail}
+        errors = _param_errors(refused)
         since, until, clusters = now - DEFAULT_RANGE, now, list(Cluster.objects.order_by("name"))
     pyramids = []
     for report in pyramid_report(clusters, since, until, now):
@@ -1256,7 +1285,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "pyramids": pyramids,
             "series": PYRAMID_SERIES,
             "default_range": not errors and not request.GET.get("since") and not request.GET.get("until"),
-            "range_errors": {field: [str(m) for m in messages] for field, messages in errors.items()},
+            "range_errors": errors,
             "range_form": {k: request.GET.get(k, "") for k in ("since", "until", "cluster")},
             "cluster_names": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
         },

@@ -62,15 +62,11 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
     def tree(self, request: Request) -> Response:
         """The share tree per cluster with usage, committed usage, entitlement, ratio, rank among
         siblings and attainment over the lookback window (DESIGN.md §1, §3.2, §8)."""
-        from scheduler.api.params import cluster_param, refuse_unknown
-        from scheduler.models import Cluster  # local: budgets does not depend on scheduler at import time
+        # local: budgets does not depend on scheduler at import time
+        from scheduler.api.params import cluster_only_params
         from scheduler.reports import budget_standings
 
-        refuse_unknown(request.query_params, ["cluster"])
-
-        clusters = Cluster.objects.order_by("name")
-        if cluster := cluster_param(request.query_params.get("cluster")):
-            clusters = clusters.filter(name=cluster)
+        clusters = cluster_only_params(request.query_params)  # the budgets page's reading too
         data = [budget_standings(c, self.budget_tree).as_dict() for c in clusters]
         return Response(ClusterStandingSerializer(data, many=True).data)
 

@@ -19,9 +19,9 @@ from config.api import FairwayAPIView, FairwayViewSet
 from fairway_cli.numbers import instant_text, parse_duration_s
 from fairway_cli.words import host_reason_words
 from scheduler import lifecycle
-from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
+from scheduler.api.params import cluster_only_params, cluster_param, host_state_param, refuse_unknown
 from scheduler.gpu_report import unreported
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
+from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent
 from scheduler.reports import occupancy
 from scheduler.services import (
     HOST_OPERATOR_REFUSAL,
@@ -600,8 +600,4 @@ class MetricsView(FairwayAPIView):
         responses=OccupancySerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        refuse_unknown(request.query_params, ["cluster"])
-        clusters = Cluster.objects.order_by("name")
-        if cluster := cluster_param(request.query_params.get("cluster")):
-            clusters = clusters.filter(name=cluster)
-        return Response([o.as_dict() for o in occupancy(list(clusters))])
+        return Response([o.as_dict() for o in occupancy(cluster_only_params(request.query_params))])

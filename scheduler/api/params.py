@@ -130,6 +130,18 @@ def cluster_param(value: str | None) -> str | None:
     return name
 
 
+def cluster_only_params(params: Any) -> list[Cluster]:
+    """The clusters a view whose one parameter is ``cluster`` shows: every one by name, or the one
+    named (:func:`cluster_param`); any other parameter, or one given twice, a 400 (:func:`refuse_unknown`).
+    The one reading of ``budgets/tree/``, ``metrics/`` and the budgets and clusters pages (pages46:
+    the pages showed every cluster whatever was asked, 200)."""
+    refuse_unknown(params, ["cluster"])
+    clusters = Cluster.objects.order_by("name")
+    if cluster := cluster_param(params.get("cluster")):
+        clusters = clusters.filter(name=cluster)
+    return list(clusters)
+
+
 def host_state_param(value: str | None) -> str | None:
     """The hosts list's ``state``: None when absent or empty; else one of the host states."""
     state = (value or "").replace("\x00", "")

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from django.utils import timezone
 
 from budgets.services import apply_due_boosts, do_schedule_boost
-from fairway_cli.words import boost_text
+from fairway_cli.words import boost_cell, boost_text
 from tests.cli.inprocess import run_cli
 
 
@@ -41,17 +41,30 @@ def test_the_api_and_the_cli_show_the_boost(admin, researcher, researcher_client
 
     out = run_cli(monkeypatch, researcher, "budgets")
     (line,) = [ln for ln in out.splitlines() if ln.strip().startswith("olmo")]
-    assert words in line
+    assert boost_cell(3, until, 1) in line  # the sentence below the table (pages46)
+    assert f"  temporary: nlp/olmo {words}\n" in out
     (tulu,) = [ln for ln in out.splitlines() if ln.strip().startswith("tulu")]
-    assert "until" not in tulu
+    assert "until" not in tulu and "→" not in tulu
 
 
-def test_fairway_share_names_the_boost_under_its_table(admin, researcher, org_tree, cluster, monkeypatch):
-    """try61: `fairway share` printed olmo's RawShares 3 while the admin and `fairway budgets` said it
-    goes back to 1: the sshare-like table keeps its columns and names each temporary share below it."""
+def test_the_cell_of_a_boost():
+    """pages46 (tryout46): ``fairway budgets``' SHARES cell held the sentence, ~50 characters
+    ("share 3 until 18:00:00 UTC (then 1)"); it is short, the instant as the sentence's to the
+    minute (``fairway_cli.numbers.instant_text``), the sentence below the table."""
+    now = datetime(2026, 12, 6, 12, tzinfo=UTC)
+    assert boost_cell(3, datetime(2026, 12, 6, 18, tzinfo=UTC), 1, now) == "3 → 1 @18:00"
+    assert boost_cell(3, "2026-12-20T00:00:00Z", 1, now) == "3 → 1 @Dec 20 00:00"
+    assert boost_cell(3, datetime(2027, 1, 3, 9, 30, tzinfo=UTC), None, now) == "3 @Jan 3 2027 09:30"
+
+
+def test_fairway_budgets_keeps_its_shares_column_narrow(admin, researcher, org_tree, cluster, monkeypatch):
+    def shares_end(out: str) -> int:  # where the right-aligned SHARES column ends
+        header = next(ln for ln in out.splitlines() if ln.startswith("BUDGET"))
+        return header.index("SHARES") + len("SHARES")
+
+    before = shares_end(run_cli(monkeypatch, researcher, "budgets"))
     until = boost_olmo(admin, org_tree)
-    out = run_cli(monkeypatch, researcher, "share")
+    out = run_cli(monkeypatch, researcher, "budgets")
+    assert shares_end(out) - before == len(boost_cell(3, until, 1)) - len("SHARES") < 15  # the sentence: 36
     (row,) = [ln for ln in out.splitlines() if ln.strip().startswith("olmo")]
-    assert row.split()[1] == "3"
-    assert f"  temporary: nlp/olmo {boost_text(3, until, 1)}\n" in out
-    assert out.count("temporary:") == 1
+    assert "share 3 until" not in row and out.count("temporary:") == 1

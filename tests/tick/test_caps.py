@@ -291,3 +291,26 @@ def test_a_budget_whose_running_work_reaches_its_cap_starts_unfunded_after_the_c
 def _capped_at(tw, at: datetime) -> bool:
     snap, _ = load_snapshot(tw.cluster, at)
     return next(b for b in snap.budgets if b.key == str(tw.alpha.pk)).capped
+
+
+def test_an_archived_budget_s_cap_sentence_keeps_its_numbers(cluster, pushed):
+    """pages46 (tryout46): archived, pending work carries on, and its sentence still named the cap
+    ("has reached its cap, so …") but no longer its numbers, read of live budgets only. They come
+    from the budget the workload's chain names, archived or not, not from a live namesake."""
+    from budgets.services import do_archive_budget
+    from scheduler.reports import explain_pending
+
+    tw = cluster
+    _cap(tw.alpha, "2", days=7, on_cap=Budget.OnCap.HOLD)
+    _used(tw, tw.alpha, 2, start_ago=2 * HOUR, end_ago=HOUR)
+    workload, _attempt = _next_start(tw, tw.alpha)
+    do_archive_budget(Budget.objects.get(pk=tw.alpha.pk))
+    workload.refresh_from_db()
+    said = (
+        "Budget alpha has reached its cap (2 GPU-hours of allocated use per 7 days) and holds new work "
+        "until its usage falls below the cap."
+    )
+    assert explain_pending(workload).sentences[0] == said
+    # a live namesake created since, with a cap of its own: not the workload's budget
+    Budget.objects.create(name="alpha", parent_id=tw.alpha.parent_id, shares=1, cap_gpu_hours=Decimal("9"))
+    assert explain_pending(workload).sentences[0] == said
