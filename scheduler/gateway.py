@@ -838,12 +838,16 @@ def limits_of(part: _Part) -> protocol.Limits | None:
     A memory share below ``protocol.MIN_MEMORY_BYTES`` (many GPUs, little memory) is raised to it:
     Docker refuses a smaller limit and a cgroup that small kills the command before it runs, so every
     start failed (brk37); a request is never below it (refused at submission). The policy still
-    counts the share itself (its shares never sum past the host; docs/resources.md)."""
+    counts the share itself (its shares never sum past the host; docs/resources.md). Shared memory is
+    at most the memory limit: submission held it to the smallest share of the hosts then
+    (``admission.infeasible_resources``), a host registered since may give less (docs/resources.md)."""
     (cpus, memory, shm), (host_c, host_m) = part.requests, part.host_res
     n, size = len(part.gpus), part.host_gpus
     cpus = cpus if cpus is not None else (share(host_c, n, size) if host_c is not None else None)
     if memory is None and host_m is not None:
         memory = max(share(host_m, n, size), protocol.MIN_MEMORY_BYTES)
+    if shm is not None and memory is not None and shm > memory:  # a host registered after the submission's check
+        shm = memory  # tmpfs pages count in the memory limit: more was a /dev/shm the limit broke (brk46)
     if not any((cpus, memory, shm)):
         return None
     return protocol.Limits(cpus=cpus or None, memory=memory or None, shared_memory=shm or None)

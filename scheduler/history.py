@@ -27,6 +27,7 @@ from django.db.models import F
 
 from budgets.models import Budget, UsageEntry
 from budgets.services import budget_paths
+from scheduler.gpu_text import invisible_problem
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
 from scheduler.trace import MinRuntimeRule, TraceJob, UnallocatedRule, job_hash_fraction
 
@@ -296,7 +297,18 @@ class SacctJob:
 MAX_SACCT_GPUS = 2**31 - 1
 """The most GPUs one imported job may hold: what ``UsageEntry.gpus`` stores on every database."""
 
+SACCT_GPUS_WITHOUT_HOSTS = 4096
+"""The most GPUs one imported job may hold on a cluster with no registered GPU yet (an import before
+the agents join); otherwise the cluster's registered GPUs bound it (decision brk46, README)."""
+
 _DIGITS = re.compile(r"[0-9]+")
+
+
+def repeated_tres(tres: str) -> list[str]:
+    """The keys an AllocTRES value names more than once (``gres/gpu=1,gres/gpu=2``: which one was
+    meant is ambiguous; the last one won, brk46), in order."""
+    keys = [part.partition("=")[0].strip() for part in tres.split(",") if part.strip()]
+    return sorted({k for k in keys if keys.count(k) > 1}, key=keys.index)
 
 
 def _gpus_of(tres: str) -> int | None:
@@ -405,6 +417,8 @@ def parse_sacct(
     imported: Collection[str] = (),
     cluster: str = "",
     ambiguous: dict[str, str] | None = None,
+    cluster_gpus: int = 0,
+    window_s: int | None = None,
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
     as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
@@ -412,7 +426,11 @@ def parse_sacct(
     bad line. ``budgets``: Account → leaf budget (by path or name); ``ambiguous``: the Accounts
     refused, with why (:func:`sacct_accounts`: a name of several leaves, a parent, an archived
     one); ``users``: the usernames that exist; ``imported``: the JobIDs already imported on
-    ``cluster`` (a second import of an export doubled its usage: refused like a bad line)."""
+    ``cluster`` (a second import of an export doubled its usage: refused like a bad line);
+    ``cluster_gpus``: its registered GPUs, the most one job may hold (none registered:
+    :data:`SACCT_GPUS_WITHOUT_HOSTS`); ``window_s``: the fair-share window (DESIGN.md §3.1): an
+    interval starts ``window_s`` before ``now`` at the earliest, a job that ended by then is skipped
+    (it adds nothing), as is one that ran for no time (Start is End; End before Start is refused)."""
     it = iter(lines)
     header = next(it, "").rstrip("\n").removeprefix("\ufeff").split("|")  # a BOM read as "lacks JobID"
     missing = [c for c in SACCT_COLUMNS if c not in header]
@@ -441,6 +459,9 @@ def parse_sacct(
         if not job:
             problems.append(f"line {n}: no JobID")
             continue
+        if problem := invisible_problem(job):  # stored in the note, shown reversed (U+202E) on every page
+            problems.append(f"line {n} (job {job!r}): JobID {problem}")
+            continue
         if "." in job:
             skipped.append(f"line {n}: job step {job} (export with -X)")
             continue
@@ -452,6 +473,8 @@ def parse_sacct(
                 f"AllocTRES {v['AllocTRES'][:100]!r} has a GPU count that is not a whole number up to {MAX_SACCT_GPUS}"
             )
             gpus = 0
+        if twice := repeated_tres(v["AllocTRES"]):
+            here.append(f"AllocTRES names {', '.join(twice)} twice: which one is meant is ambiguous")
         times: dict[str, datetime | None] = {}
         for name in ("Start", "End"):
             try:
@@ -481,15 +504,31 @@ def parse_sacct(
             here.append(f"JobID {job} is already imported on {cluster}")
         if start is not None and end is not None and (end < start or end > now):
             here.append("End is before Start or in the future")
+        if gpus and gpus > (cluster_gpus or SACCT_GPUS_WITHOUT_HOSTS):
+            has = cluster_gpus or f"no registered GPUs: at most {SACCT_GPUS_WITHOUT_HOSTS}"
+            here.append(f"{gpus} GPUs is more than cluster {cluster} has ({has})")
         if here:
             problems.append(f"line {n} (job {job}): " + "; ".join(here))
             continue
         seen.add(job)
         assert budget is not None and start is not None and end is not None and gpus  # noqa: S101 -- checked
-        jobs.append(SacctJob(n, job, v["User"], budget, gpus, start, end))
+        since = now - timedelta(seconds=window_s) if window_s is not None else start
+        if end == start:
+            skipped.append(f"line {n}: job {job} ran for no time (Start is End)")
+        elif end <= since:
+            skipped.append(
+                f"line {n}: job {job} ended before the fair-share window ({_window_words(window_s)}): adds nothing"
+            )
+        else:
+            jobs.append(SacctJob(n, job, v["User"], budget, gpus, max(start, since), end))
     if problems:
         raise HistoryError(problems)
     return jobs, skipped
+
+
+def _window_words(window_s: int | None) -> str:
+    days, rest = divmod(window_s or 0, 86400)
+    return f"{days} day{'s' if days != 1 else ''}" if not rest else f"{window_s} s"
 
 
 def write_sacct(cluster: Cluster, jobs: Sequence[SacctJob]) -> int:

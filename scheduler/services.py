@@ -56,7 +56,7 @@ from scheduler.models import (
     WorkloadEvent,
 )
 from scheduler.notify import push_hosts_on_commit, request_estimates_on_commit, request_tick_on_commit
-from scheduler.policy.admission import HostTable, host_table, infeasible_in
+from scheduler.policy.admission import SHARED_MEMORY_PROBLEM, HostTable, host_table, infeasible_in
 from scheduler.policy.types import Hold, PendingReason
 from scheduler.stop_rules import cancel_replaces
 
@@ -388,6 +388,7 @@ _FEASIBILITY_FIELD = {
     "invalid_gpu_count": "gpu_count",
     "too_many_cpus": "cpus",
     "too_much_memory": "memory",
+    "invalid_shared_memory": "shared_memory",
     "invalid_request": "cpus",
 }
 
@@ -442,6 +443,7 @@ def _check_size(
     cpus: int | None = None,
     memory: int | None = None,
     hardware: list[tuple[str, int, int | None, int | None, Any]] | None = None,
+    shared_memory: int | None = None,
 ) -> tuple[str, FieldProblem | None]:
     """Reject a request no host of the cluster could ever satisfy (DESIGN.md §3.3), by the
     policy's rule (:func:`scheduler.policy.admission.infeasible_request`) and with its message.
@@ -462,7 +464,15 @@ def _check_size(
             message = f"Give a GPU model: cluster {cluster.name} has {', '.join(models)}."
             return gpu_model, FieldProblem("unknown_model", "gpu_model", message)
         gpu_model = models[0]
-    bad = infeasible_in(_host_table(hardware), gpu_model, gpu_count, cluster=cluster.name, cpus=cpus, memory=memory)
+    bad = infeasible_in(
+        _host_table(hardware),
+        gpu_model,
+        gpu_count,
+        cluster=cluster.name,
+        cpus=cpus,
+        memory=memory,
+        shared_memory=shared_memory,
+    )
     if bad is None:
         return gpu_model, None
     code, message = bad
@@ -508,7 +518,7 @@ def _check_requests(cpus: object, memory: object, shm: object, refuse: Callable[
             refuse(f"invalid_{field}", field, f"The {what} request is a size per host such as 32G ({span}).")
             ok = False
     if ok and shm is not None and memory is not None and shm > memory:  # type: ignore[operator]
-        refuse("invalid_shared_memory", "shared_memory", "Shared memory is part of memory: at most the memory request.")
+        refuse("invalid_shared_memory", "shared_memory", f"{SHARED_MEMORY_PROBLEM}.")
         ok = False
     return ok
 
@@ -781,7 +791,8 @@ def do_submit_workload(
         unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
         ``cpus``, ``memory_bytes``: requests per host (None: the host's per-GPU share, DESIGN.md
         §3.3), refused when no host could ever offer them; ``shared_memory_bytes``: the size of
-        ``/dev/shm`` (None: the runtime's default), at most the memory request.
+        ``/dev/shm`` (None: the runtime's default), at most the memory request (left out: at most the
+        least per-GPU share of a host that could hold the work, ``admission.infeasible_resources``).
         ``submitted_at``: server time unless given (trace replay). ``tree``: the budget tree the caller
         already loaded this request (``load_tree()``), to spare a query; ``memberships`` likewise
     (``accounts.services.user_memberships(owner)``), ``hardware_token`` the version of the kept
@@ -887,6 +898,7 @@ def do_submit_workload(
                 cpus if requests_ok else None,
                 memory_bytes if requests_ok else None,
                 hardware,
+                shared_memory_bytes if requests_ok else None,  # left-out memory: at most the share (brk46)
             )
             if problem is not None:
                 problems.append(problem)

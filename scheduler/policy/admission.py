@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from scheduler.policy.resources import share
+
 HostCapacity = tuple[int, int | None, int | None]
 """One registered host's ``(GPUs, CPUs, memory bytes)``; None: unknown (no constraint)."""
 
@@ -65,8 +67,18 @@ def infeasible_shape(shapes: GpuShapes, model: str, gpus: int, *, cluster: str |
     return None
 
 
+SHARED_MEMORY_PROBLEM = "Shared memory is part of memory: at most the memory request"
+"""The refusal of a ``shared_memory`` above the memory request, given (``services._check_requests``)
+or left out (:func:`infeasible_resources`): the words of every surface (API, web form, CLI, YAML)."""
+
+
 def infeasible_resources(
-    capacities: Sequence[HostCapacity], largest: int, gpus: int, cpus: int | None, memory: int | None
+    capacities: Sequence[HostCapacity],
+    largest: int,
+    gpus: int,
+    cpus: int | None,
+    memory: int | None,
+    shared_memory: int | None = None,
 ) -> tuple[str, str] | None:
     """Why CPU or memory requests per host can never be met on hosts of one model (``capacities``;
     the request's GPUs already fit their shape), or None.
@@ -74,19 +86,57 @@ def infeasible_resources(
     Work of ``gpus ≤ largest`` needs one host with at least ``gpus`` GPUs offering the requests;
     a gang needs ``gpus / largest`` hosts of the largest size offering them. A request left out
     is the host's per-GPU share, which every host offers (DESIGN.md §3.3). Codes
-    ``too_many_cpus``, ``too_much_memory``.
+    ``too_many_cpus``, ``too_much_memory``; ``invalid_shared_memory`` when ``memory`` is left out
+    and ``shared_memory`` is more than the per-GPU share of a host that could hold the work, the
+    host of known memory that gives the least (decision brk46, docs/resources.md: placement does
+    not weigh shared memory, so every such host must give enough; a gang's share is the whole host).
     """
-    if cpus is None and memory is None:
+    if cpus is None and memory is None and shared_memory is None:
         return None
     if cpus is not None and cpus < 0 or memory is not None and memory < 0:
         return "invalid_request", "CPU and memory requests cannot be negative."
     gang = gpus > largest
     on_host = largest if gang else gpus
     need = gpus // largest if gang else 1
+    if cpus is not None or memory is not None:
+        bad = _short_of(capacities, largest, gpus, cpus, memory, gang=gang, on_host=on_host, need=need)
+        if bad is not None:
+            return bad
+    if shared_memory is not None and memory is None:
+        shares = [share(m, on_host, size) for size, _c, m in capacities if _holds(size, on_host, largest, gang) and m]
+        least = min(shares, default=None)
+        if least is not None and shared_memory > least:
+            return (
+                "invalid_shared_memory",
+                f"{SHARED_MEMORY_PROBLEM}; left out, memory is the host's per-GPU share, {_size(least)} for "
+                f"{on_host} GPU{'s' if on_host != 1 else ''} on the host of the model that gives the least: "
+                "give memory too.",
+            )
+    return None
+
+
+def _holds(size: int, on_host: int, largest: int, gang: bool) -> bool:
+    """A host of ``size`` GPUs can hold ``on_host`` GPUs of the work (a gang's part: a whole host of
+    the largest size)."""
+    return size >= on_host and not (gang and size != largest)
+
+
+def _short_of(
+    capacities: Sequence[HostCapacity],
+    largest: int,
+    gpus: int,
+    cpus: int | None,
+    memory: int | None,
+    *,
+    gang: bool,
+    on_host: int,
+    need: int,
+) -> tuple[str, str] | None:
+    """:func:`infeasible_resources` of the CPU and memory requests given."""
 
     def offers(cap: HostCapacity, cpu_ok: bool, mem_ok: bool) -> bool:
         size, c, m = cap
-        if size < on_host or gang and size != largest:
+        if not _holds(size, on_host, largest, gang):
             return False
         return (cpu_ok or cpus is None or c is None or cpus <= c) and (
             mem_ok or memory is None or m is None or memory <= m
@@ -143,11 +193,13 @@ def infeasible_in(
     cluster: str | None = None,
     cpus: int | None = None,
     memory: int | None = None,
+    shared_memory: int | None = None,
 ) -> tuple[str, str] | None:
     """:func:`infeasible_request` on hosts already summarized by :func:`host_table`."""
     bad = infeasible_shape(table.shapes, model, gpus, cluster=cluster)
     if bad is None:
-        bad = infeasible_resources(table.capacities.get(model, []), table.shapes[model][0], gpus, cpus, memory)
+        capacities = table.capacities.get(model, [])
+        bad = infeasible_resources(capacities, table.shapes[model][0], gpus, cpus, memory, shared_memory)
     return bad
 
 
@@ -167,6 +219,7 @@ def infeasible_request(
 
 
 __all__ = [
+    "SHARED_MEMORY_PROBLEM",
     "HostTable",
     "gpu_shapes",
     "host_table",

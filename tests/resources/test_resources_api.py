@@ -51,6 +51,9 @@ def test_requests_are_stored_and_shown(researcher_client, submission, sized):
         ({"memory": -1}, "memory", "invalid_memory"),
         ({"shared_memory": "1.5"}, "shared_memory", "invalid_shared_memory"),
         ({"memory": "8G", "shared_memory": "16G"}, "shared_memory", "invalid_shared_memory"),
+        # memory left out: at most the per-GPU share of the host that gives the least (4 of 8 GPUs, 512G: 256G)
+        ({"shared_memory": "1P"}, "shared_memory", "invalid_shared_memory"),
+        ({"shared_memory": f"{256 * G + 1}"}, "shared_memory", "invalid_shared_memory"),
     ],
 )
 def test_bad_or_impossible_requests_are_refused_and_create_nothing(
@@ -130,3 +133,37 @@ def test_the_start_message_carries_the_limits_for_its_host(db, requests, limits)
     (start,) = gateway.desired_commands(host.pk, set())
     assert isinstance(start, protocol.Start)
     assert (start.limits.cpus, start.limits.memory, start.limits.shared_memory) == limits
+
+
+def test_shared_memory_with_memory_left_out_is_at_most_the_per_gpu_share(researcher_client, submission, sized):
+    """brk46: ``shared_memory: "1P"`` with no memory was accepted, the runtime given a /dev/shm larger
+    than its memory limit. Left out, memory is the host's per-GPU share (DESIGN.md §3.3): shared
+    memory is at most the share of the host of the model that gives the least (one wording with
+    the memory given, ``admission.SHARED_MEMORY_PROBLEM``)."""
+    from scheduler.policy.admission import SHARED_MEMORY_PROBLEM
+
+    body = researcher_client.post(URL, submission(shared_memory="1P"), format="json").json()
+    assert body["shared_memory"] == [
+        f"{SHARED_MEMORY_PROBLEM}; left out, memory is the host's per-GPU share, 256G for 4 GPUs on the "
+        "host of the model that gives the least: give memory too."
+    ]
+    given = researcher_client.post(URL, submission(memory="8G", shared_memory="16G"), format="json").json()
+    assert given["shared_memory"] == [f"{SHARED_MEMORY_PROBLEM}."]
+    ok = researcher_client.post(URL, submission(shared_memory="256G"), format="json")
+    assert ok.status_code == 201, ok.json()
+    assert Workload.objects.get().shared_memory_bytes == 256 * G
+
+
+def test_shared_memory_on_hosts_of_unknown_memory_is_not_held_to_a_share(researcher_client, submission, cluster):
+    response = researcher_client.post(URL, submission(shared_memory="1P"), format="json")
+    assert response.status_code == 201, response.json()
+
+
+def test_a_start_never_gives_more_shared_memory_than_its_memory_limit():
+    """A host registered after the submission may give a smaller share than the one the submission
+    was held to: the start's /dev/shm is at most its memory limit (tmpfs pages count in the cgroup's
+    memory: more was a promise the limit broke)."""
+    limits = limits_of(_part(1, (None, None, 1 << 50)))
+    assert (limits.memory, limits.shared_memory) == (64 * G, 64 * G)
+    assert limits_of(_part(1, (None, None, G))).shared_memory == G
+    assert limits_of(_part(1, (None, None, 1 << 50), host=(None, None))).shared_memory == 1 << 50  # unknown host

@@ -58,6 +58,12 @@ def test_the_web_form_takes_requests_and_the_pages_show_them(browser):
         ({"memory": "600G"}, "memory", "more than any host of the model offers"),
         ({"cpus": "65"}, "cpus", "65 CPUs per host is more than"),
         ({"memory": "8G", "shared_memory": "9G"}, "shared_memory", "at most the memory request"),
+        # brk46: memory left out is the per-GPU share (2 of 8 GPUs, 512G), shared memory at most it
+        (
+            {"shared_memory": "1P"},
+            "shared_memory",
+            "at most the memory request; left out, memory is the host's per-GPU share, 128G for 2 GPUs",
+        ),
     ],
 )
 def test_the_web_form_shows_refusals_inline(browser, overrides, field, words):
@@ -99,4 +105,6 @@ def test_the_cli_submits_requests_shows_them_and_lists_host_capacity(cli, capsys
     assert code == EXIT_API and "memory:" in err and "is not a size" in err
     code, _out, err = cli(*base, "--cpus", "0", "--", "python")
     assert code == EXIT_USAGE and "--cpus: must be at least 1" in capsys.readouterr().err  # argparse's own
+    code, _out, err = cli(*base, "--shm", "1P", "--", "python")  # brk46: memory left out, the share
+    assert code == EXIT_API and "shared_memory: Shared memory is part of memory: at most the memory request;" in err
     assert Workload.objects.count() == 1

@@ -373,3 +373,113 @@ def test_the_gpus_of_an_alloctres_are_its_total_or_every_type_together(tres, gpu
     from scheduler.history import _gpus_of
 
     assert _gpus_of(tres) == gpus
+
+
+def _sacct_lines(tmp_path: Path, *rows: str) -> Path:
+    f = tmp_path / "sacct.txt"
+    f.write_text("JobID|User|Account|AllocTRES|Start|End|State\n" + "".join(f"{r}\n" for r in rows), encoding="utf-8")
+    return f
+
+
+def _refusal(f: Path) -> str:
+    before = _rows()
+    with pytest.raises(CommandError) as err:
+        call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=StringIO())
+    assert _rows() == before  # a refused file changes nothing
+    return str(err.value)
+
+
+def test_a_sacct_job_holding_more_gpus_than_the_cluster_is_refused(cluster, researcher, org_tree, tmp_path: Path):
+    """brk46: ``gres/gpu=2147483647`` since 2026-11-01 was imported as 1.5 trillion GPU-hours, the
+    budget's fair-share rank sunk for the whole window. A job holds at most the cluster's registered
+    GPUs (``default``: 8 + 8 + 4)."""
+    e = _stamp(timezone.now() - timedelta(hours=1))
+    s = _stamp(timezone.now() - timedelta(hours=3))
+    f = _sacct_lines(
+        tmp_path,
+        f"1|researcher|olmo|gres/gpu=2147483647|2026-11-01T00:00:00|{e}|COMPLETED",
+        f"2|researcher|olmo|gres/gpu=21|{s}|{e}|COMPLETED",
+        f"3|researcher|olmo|gres/gpu=20|{s}|{e}|COMPLETED",
+    )
+    text = _refusal(f)
+    assert "line 2 (job 1): 2147483647 GPUs is more than cluster default has (20)" in text
+    assert "line 3 (job 2): 21 GPUs is more than cluster default has (20)" in text
+    assert "line 4" not in text
+
+
+def test_a_sacct_job_on_a_cluster_without_gpus_is_held_to_the_bound(db, researcher, org_tree, tmp_path: Path):
+    """With no registered GPU (an import before the agents join) a job holds at most
+    ``SACCT_GPUS_WITHOUT_HOSTS``."""
+    from scheduler.history import SACCT_GPUS_WITHOUT_HOSTS
+    from scheduler.services import do_create_cluster
+
+    do_create_cluster("default")
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = _sacct_lines(tmp_path, f"1|researcher|olmo|gres/gpu={SACCT_GPUS_WITHOUT_HOSTS + 1}|{s}|{e}|COMPLETED")
+    assert f"GPUs is more than cluster default has (no registered GPUs: at most {SACCT_GPUS_WITHOUT_HOSTS})" in (
+        _refusal(f)
+    )
+    f = _sacct_lines(tmp_path, f"1|researcher|olmo|gres/gpu={SACCT_GPUS_WITHOUT_HOSTS}|{s}|{e}|COMPLETED")
+    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=StringIO())
+    assert UsageEntry.objects.get().gpus == SACCT_GPUS_WITHOUT_HOSTS
+
+
+def test_sacct_usage_before_the_fair_share_window_is_clipped(cluster, researcher, org_tree, tmp_path: Path, settings):
+    """brk46: Start ``0001-01-01T00:00:00`` was imported as 71 million GPU-hours. Only the window
+    counts (DESIGN.md §3.1): an interval starts at the window's start at the earliest, and a job that
+    ended before it adds nothing (skipped, said)."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "LOOKBACK_WINDOW_S": 7 * 86400}
+    now = timezone.now()
+    e = _stamp(now - timedelta(hours=1))
+    f = _sacct_lines(
+        tmp_path,
+        f"1|researcher|olmo|gres/gpu=4|0001-01-01T00:00:00|{e}|COMPLETED",
+        f"2|researcher|olmo|gres/gpu=4|0001-01-01T00:00:00|{_stamp(now - timedelta(days=8))}|COMPLETED",
+    )
+    out = StringIO()
+    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=out)
+    entry = UsageEntry.objects.get()
+    assert abs((entry.start - (now - timedelta(days=7))).total_seconds()) < 60
+    text = out.getvalue()
+    assert "imported 1 Slurm jobs (668." in text or "imported 1 Slurm jobs (667." in text, text
+    assert "line 3: job 2 ended before the fair-share window (7 days): adds nothing" in text
+
+
+def test_a_sacct_job_of_no_length_is_skipped(cluster, researcher, org_tree, tmp_path: Path):
+    """brk46: Start equal to End was a usage interval of no length. It held GPUs for no time:
+    skipped and said, as a job that held no GPUs (End before Start stays refused)."""
+    at = _stamp(timezone.now() - timedelta(hours=1))
+    f = _sacct_lines(tmp_path, f"1|researcher|olmo|gres/gpu=4|{at}|{at}|COMPLETED")
+    out = StringIO()
+    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=out)
+    assert "skipped line 2: job 1 ran for no time (Start is End)" in out.getvalue()
+    assert UsageEntry.objects.count() == 0
+
+
+def test_a_repeated_tres_key_is_refused_as_ambiguous(cluster, researcher, org_tree, tmp_path: Path):
+    """brk46: ``gres/gpu=1,gres/gpu=2`` was read as 2 (the last value won)."""
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = _sacct_lines(
+        tmp_path,
+        f"1|researcher|olmo|gres/gpu=1,gres/gpu=2|{s}|{e}|COMPLETED",
+        f"2|researcher|olmo|cpu=4,gres/gpu:a100=1,cpu=8,gres/gpu:a100=1|{s}|{e}|COMPLETED",
+    )
+    text = _refusal(f)
+    assert "line 2 (job 1): AllocTRES names gres/gpu twice: which one is meant is ambiguous" in text
+    assert "line 3 (job 2): AllocTRES names cpu, gres/gpu:a100 twice" in text
+
+
+def test_a_sacct_job_id_with_an_invisible_character_is_refused(cluster, researcher, org_tree, tmp_path: Path):
+    """brk46: a JobID with U+202E (right-to-left override) was stored in the interval's note as is,
+    shown reversed on every page that prints it. The rule of every name (gpu_text.invisible_problem)."""
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = _sacct_lines(tmp_path, f"12\u202e34|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED")
+    text = _refusal(f)
+    assert "\u202e" not in text
+    assert (
+        "line 2 (job '12\\u202e34'): JobID holds an invisible or control character (U+202E); "
+        "it must be printable text" in text
+    )

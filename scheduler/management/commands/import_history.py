@@ -13,7 +13,9 @@ written as finished workloads and attempts (their usage), then the pyramid's hou
 sacct prints local time, hence ``TZ=UTC``).
 Account names a leaf budget (path or name), User an existing user; each finished job that held
 GPUs becomes a usage interval; a job already imported on the cluster is a bad line (an export
-imported twice doubled the usage). Every bad line is reported and nothing is written.
+imported twice doubled the usage), as is a job holding more GPUs than the cluster's, an AllocTRES
+naming a key twice or a JobID with a control character; usage before the fair-share window is
+clipped (docs/standing.md). Every bad line is reported and nothing is written.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from scheduler.history import (
     write_sacct,
 )
 from scheduler.models import Cluster
+from scheduler.services import read_hardware
 from scheduler.trace import (
     DEFAULT_MIN_RUNTIME_RULE,
     DEFAULT_UNALLOCATED_RULE,
@@ -81,7 +84,9 @@ class Command(BaseCommand):
                 "<start, e.g. now-7days> -o JobID,User,Account,AllocTRES,Start,End,State > usage.txt. "
                 "Times without an offset are read as UTC (sacct prints local time: hence TZ=UTC). Account "
                 "names a leaf budget (path or name), User an existing user; each finished job that held "
-                "GPUs becomes usage of that budget. Every bad line is reported and nothing is written."
+                "GPUs becomes usage of that budget, from the fair-share window's start at the earliest. A job "
+                "holding more GPUs than the cluster has is a bad line. Every bad line is reported and nothing "
+                "is written."
             ),
         )
         sa.add_argument("file")
@@ -171,6 +176,7 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {path}: {exc}; nothing written") from None
         budgets, ambiguous = sacct_accounts(load_tree())
         users = set(get_user_model().objects.values_list("username", flat=True))
+        gpus = sum(n for _model, n, *_ in read_hardware(cluster))
         with transaction.atomic():
             # Under the cluster's row lock from the read of the jobs already imported to the write:
             # two imports of one export at once each found none and both wrote it (brk32).
@@ -183,6 +189,8 @@ class Command(BaseCommand):
                 ambiguous=ambiguous,
                 imported=imported_sacct_jobs(cluster),
                 cluster=cluster.name,
+                cluster_gpus=gpus,
+                window_s=int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]),
             )
             n = write_sacct(cluster, jobs)
         for note in skipped:
