@@ -289,14 +289,16 @@ UTILIZATION_WHY = {
         "its GPUs were shared with other jobs in every minute it held them",
         "so far its GPUs were shared with other jobs in every minute it held them",
     ),
+    "never_started": ("never started", "never started"),  # failed_to_start: nothing of it ran (words46)
     # a server before util46 (the minutes it held whole only)
     "no_whole_minute": ("held no whole minute", "held no whole minute so far"),
 }
 """Why an attempt's utilization is not measured, ended and running (the API's
 ``efficiency.utilization_why``, ``scheduler.efficiency``; docs/jobs.md "Efficiency"): a minute
 sample is the GPU's, so a minute in which another attempt held the GPU too is not its own
-(util63, util46). ``no_sample`` needs no words of its own: the "Not measured" line says the
-GPU-time held had no utilization reading."""
+(util63, util46); an attempt that ended without its agent ever starting it (``failed_to_start``)
+ran nothing (words46: it read "held no whole minute"). ``no_sample`` needs no words of its own:
+the "Not measured" line says the GPU-time held had no utilization reading."""
 
 
 def utilization_words(value: Any, why: str | None = None, *, running: bool = False) -> str:

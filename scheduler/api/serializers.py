@@ -844,9 +844,10 @@ class EfficiencySerializer(serializers.Serializer):
         "measured); fixed once the minute it ended in is over; null: not measured",
     )
     utilization_why = serializers.ChoiceField(
-        choices=["no_own_minute", "no_sample"],
+        choices=["never_started", "no_own_minute", "no_sample"],
         allow_null=True,
-        help_text="why utilization is null: no_own_minute, another attempt held its GPUs in every minute it "
+        help_text="why utilization is null: never_started, no attempt of it was ever started by its agent "
+        "(failed_to_start: nothing of it ran); no_own_minute, another attempt held its GPUs in every minute it "
         "held them (so far), so no minute sample is its own; no_sample, none of its own minutes had a "
         "utilization reading; null: measured (or nothing held)",
     )
