@@ -1157,7 +1157,7 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
                 messages.error(request, no_drain_scheduled_text(host))
             elif verb == "cancel-drain":
                 do_cancel_scheduled_drain(request.user, host, request.POST.get("reason", ""))
-                messages.success(request, f"{host.name}: scheduled drain cancelled.")
+                messages.success(request, f"{host.name}: scheduled drain canceled.")
             else:
                 reason = request.POST.get("reason", "")
                 shown = scheduled_drain(
