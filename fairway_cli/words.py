@@ -80,7 +80,17 @@ or an admin's. ``held`` alone is its budget's hold."""
 
 UNFUNDED_ATTEMPT = "this attempt runs unfunded: its budget reached its cap, so it is neither protected nor charged"
 """Said beside an allocated workload's minimum runtime while its open attempt runs unfunded
-(DESIGN.md §3.7), on its page and in ``fairway show``, which otherwise read "protected and charged"."""
+(DESIGN.md §3.7), on its page and in ``fairway show``, which otherwise read "protected and charged";
+the web list's mark's title."""
+
+
+def unfunded_text(text: str, unfunded: Any) -> str:
+    """``text`` followed by `` (unfunded)`` where the work runs, or would start, unfunded at its
+    budget's downgrade cap (DESIGN.md §3.7: no protection, no charge; :data:`UNFUNDED_ATTEMPT` says
+    it in full): a quote's start (:func:`quote_start_text`, unfunded46) and a list's minimum
+    runtime while its open attempt runs unfunded (``fairway ls``' MIN-RUNTIME ``10m (unfunded)``,
+    the web list's, from the API's ``accounting.unfunded``; words46: they read as protected work)."""
+    return f"{text} (unfunded)" if unfunded else text
 
 
 def side_label(path: str, after_this_one: bool) -> str:
@@ -501,11 +511,10 @@ def quote_start_text(line: Mapping[str, Any], waits_for: Iterable[int] = (), why
     for #12`` (its ``after`` work not ended), ``none: <why_none>`` (the server's reason no start can
     come, ``budget nlp is on hold``), or ``none before <the search's end>``. ``line``: the API's line
     (or its fields: ``starts_now``, ``estimated_start``, ``unfunded``, ``searched_until``)."""
-    unfunded = " (unfunded)" if line.get("unfunded") else ""
     if line.get("starts_now"):
-        return "now" + unfunded
+        return unfunded_text("now", line.get("unfunded"))
     if line.get("estimated_start"):
-        return instant_text(line["estimated_start"]) + unfunded
+        return unfunded_text(instant_text(line["estimated_start"]), line.get("unfunded"))
     if waits_for:
         return "none: waits for " + ", ".join(f"#{wid}" for wid in waits_for)
     if why_none:

@@ -823,6 +823,12 @@ class AccountingSerializer(serializers.Serializer):
         "or failed_to_start (not the one that failed it)"
     )
     preemptions = serializers.IntegerField(help_text="of the requeues, attempts ended preempted")
+    unfunded = serializers.BooleanField(
+        required=False,
+        help_text="its open attempt (placed or running) runs unfunded: its budget reached its cap with on_cap "
+        "downgrade (DESIGN.md §3.7), so it is neither protected nor charged; the lists mark its minimum runtime "
+        "'(unfunded)'. Absent from servers before words46",
+    )
 
 
 class LastEndSerializer(serializers.Serializer):
