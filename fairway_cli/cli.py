@@ -87,6 +87,7 @@ from fairway_cli.words import (
     running_limit_text,
     silent_host_words,
     unavailable_text,
+    unfunded_text,
     unknown_budget_text,
     utilization_words,
     why_waits_text,
@@ -996,7 +997,15 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("BUDGET", lambda w: w["budget"]),
             ("CLUSTER", lambda w: w["cluster"]),
             ("GPUS", lambda w: f"{w['gpu_count']}×{w['gpu_model']}"),
-            ("MIN-RUNTIME", lambda w: duration(w["min_runtime_s"]) if w["min_runtime_s"] else "0 (unalloc.)"),
+            (
+                "MIN-RUNTIME",
+                # an older server sends no accounting.unfunded
+                lambda w: (
+                    unfunded_text(duration(w["min_runtime_s"]), _acct(w).get("unfunded"))
+                    if w["min_runtime_s"]
+                    else "0 (unalloc.)"
+                ),
+            ),
             ("STATE", lambda w: w["state"] + (" (idle)" if w.get("idle") else "")),
             ("WHY / ESTIMATE", _why_short),
             ("SUBMITTED", lambda w: when(w["submitted_at"])),

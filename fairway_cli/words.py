@@ -80,7 +80,17 @@ or an admin's. ``held`` alone is its budget's hold."""
 
 UNFUNDED_ATTEMPT = "this attempt runs unfunded: its budget reached its cap, so it is neither protected nor charged"
 """Said beside an allocated workload's minimum runtime while its open attempt runs unfunded
-(DESIGN.md §3.7), on its page and in ``fairway show``, which otherwise read "protected and charged"."""
+(DESIGN.md §3.7), on its page and in ``fairway show``, which otherwise read "protected and charged";
+the web list's mark's title."""
+
+
+def unfunded_text(text: str, unfunded: Any) -> str:
+    """``text`` followed by `` (unfunded)`` where the work runs, or would start, unfunded at its
+    budget's downgrade cap (DESIGN.md §3.7: no protection, no charge; :data:`UNFUNDED_ATTEMPT` says
+    it in full): a quote's start (:func:`quote_start_text`, unfunded46) and a list's minimum
+    runtime while its open attempt runs unfunded (``fairway ls``' MIN-RUNTIME ``10m (unfunded)``,
+    the web list's, from the API's ``accounting.unfunded``; words46: they read as protected work)."""
+    return f"{text} (unfunded)" if unfunded else text
 
 
 def side_label(path: str, after_this_one: bool) -> str:
@@ -289,14 +299,16 @@ UTILIZATION_WHY = {
         "its GPUs were shared with other jobs in every minute it held them",
         "so far its GPUs were shared with other jobs in every minute it held them",
     ),
+    "never_started": ("never started", "never started"),  # failed_to_start: nothing of it ran (words46)
     # a server before util46 (the minutes it held whole only)
     "no_whole_minute": ("held no whole minute", "held no whole minute so far"),
 }
 """Why an attempt's utilization is not measured, ended and running (the API's
 ``efficiency.utilization_why``, ``scheduler.efficiency``; docs/jobs.md "Efficiency"): a minute
 sample is the GPU's, so a minute in which another attempt held the GPU too is not its own
-(util63, util46). ``no_sample`` needs no words of its own: the "Not measured" line says the
-GPU-time held had no utilization reading."""
+(util63, util46); an attempt that ended without its agent ever starting it (``failed_to_start``)
+ran nothing (words46: it read "held no whole minute"). ``no_sample`` needs no words of its own:
+the "Not measured" line says the GPU-time held had no utilization reading."""
 
 
 def utilization_words(value: Any, why: str | None = None, *, running: bool = False) -> str:
@@ -509,11 +521,10 @@ def quote_start_text(line: Mapping[str, Any], waits_for: Iterable[int] = (), why
     for #12`` (its ``after`` work not ended), ``none: <why_none>`` (the server's reason no start can
     come, ``budget nlp is on hold``), or ``none before <the search's end>``. ``line``: the API's line
     (or its fields: ``starts_now``, ``estimated_start``, ``unfunded``, ``searched_until``)."""
-    unfunded = " (unfunded)" if line.get("unfunded") else ""
     if line.get("starts_now"):
-        return "now" + unfunded
+        return unfunded_text("now", line.get("unfunded"))
     if line.get("estimated_start"):
-        return instant_text(line["estimated_start"]) + unfunded
+        return unfunded_text(instant_text(line["estimated_start"]), line.get("unfunded"))
     if waits_for:
         return "none: waits for " + ", ".join(f"#{wid}" for wid in waits_for)
     if why_none:

@@ -174,6 +174,7 @@ def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
         acct_preemptions=Count("attempts", filter=Q(attempts__end_reason=Attempt.EndReason.PREEMPTED)),
         acct_requeue_ends=Count("attempts", filter=Q(attempts__end_reason__in=sorted(REQUEUE_REASONS))),
         acct_start_failures=Count("attempts", filter=Q(attempts__end_reason=FAILED_TO_START)),
+        acct_open_unfunded=Count("attempts", filter=Q(attempts__ended_at__isnull=True, attempts__unfunded=True)),
     )
 
 
@@ -187,8 +188,9 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
     where an aggregate has no row, as SQL's MIN/MAX/SUM); ``open_until``: :func:`silent_until`
     of its open attempt."""
     last = closed_run = closed_shown = charged = open_start = open_funded = None
-    preemptions = requeue_ends = start_failures = 0
+    preemptions = requeue_ends = start_failures = open_unfunded = 0
     for started, ended, charged_s, allocated, unfunded, end_reason in rows:
+        open_unfunded += ended is None and bool(unfunded)
         if started is not None:
             last = started if last is None or started > last else last
             if ended is not None:
@@ -211,6 +213,7 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
     w.acct_open_start, w.acct_open_funded = open_start, open_funded  # type: ignore[attr-defined]
     w.acct_preemptions = preemptions  # type: ignore[attr-defined]
     w.acct_requeue_ends, w.acct_start_failures = requeue_ends, start_failures  # type: ignore[attr-defined]
+    w.acct_open_unfunded = open_unfunded  # type: ignore[attr-defined]
     w.acct_open_until = open_until if open_start is not None else None  # type: ignore[attr-defined]
     return w
 
@@ -280,6 +283,7 @@ def as_never_started(w: Workload) -> Workload:
     w.acct_last_start = w.acct_open_start = w.acct_open_funded = None  # type: ignore[attr-defined]
     w.acct_closed_run = w.acct_closed_shown = w.acct_charged = None  # type: ignore[attr-defined]
     w.acct_preemptions = w.acct_requeue_ends = w.acct_start_failures = 0  # type: ignore[attr-defined]
+    w.acct_open_unfunded = 0  # type: ignore[attr-defined]
     w.acct_open_until = None  # type: ignore[attr-defined]
     w.__dict__[LAST_END] = None
     return w
@@ -345,6 +349,9 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
         "requeues": requeue_count(
             int(getattr(w, "acct_requeue_ends", 0) or 0), int(getattr(w, "acct_start_failures", 0) or 0)
         ),
+        # its open attempt (placed or running) runs unfunded: its budget reached its cap (DESIGN.md
+        # §3.7), neither protected nor charged; the lists mark it (words46)
+        "unfunded": bool(getattr(w, "acct_open_unfunded", 0)),
     }
 
 

@@ -393,7 +393,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
             queryset.filter(drain_at__isnull=False),
             lambda host: do_cancel_scheduled_drain(request.user, host, f"admin action by {request.user}"),
             lambda host: host.name,
-            "{n} host(s): scheduled drain cancelled.",
+            "{n} host(s): scheduled drain canceled.",
         )
 
     @admin.action(

@@ -27,6 +27,7 @@ it is charged: ``accounting.silent_until``):
   cannot read, nvml56), never 0 %; all of it for an attempt that ended without its agent ever
   starting it (``failed_to_start``): nothing of it ran, so its GPUs' minutes are other work's
   (try61: 71 %, the work's before it). ``utilization_why`` says why the mean is unknown:
+  ``never_started`` (no attempt of it was ever started by its agent: ``failed_to_start``),
   ``no_own_minute`` (every minute it held, so far, another attempt held the GPU in too),
   ``no_sample`` (it held minutes of its own, none sampled);
 - **idle**: the measured GPU-time in minutes under ``FAIRWAY_IDLE_UTIL_PCT``
@@ -93,6 +94,9 @@ class Efficiency:
     own_minute: bool = False
     """It held a minute of its own on a GPU at least: whole, or in part with no other attempt on
     that GPU in it (else no minute sample is its own)."""
+    ran: bool = False
+    """One of its attempts was started by its agent, or is still open (an attempt that ended never
+    started, ``failed_to_start``, ran nothing: none of its GPUs' minutes is its own, try61)."""
     threshold_pct: float = field(default_factory=threshold_pct)
 
     def add(self, other: Efficiency) -> None:
@@ -103,6 +107,7 @@ class Efficiency:
         self.gpus = max(self.gpus, other.gpus)
         self.running = self.running or other.running
         self.own_minute = self.own_minute or other.own_minute
+        self.ran = self.ran or other.ran
         if other.memory_peak_mb is not None and (
             self.memory_peak_mb is None or other.memory_peak_mb > self.memory_peak_mb
         ):
@@ -116,10 +121,13 @@ class Efficiency:
     @property
     def utilization_why(self) -> str | None:
         """Why :attr:`utilization` is unknown (``fairway_cli.words.utilization_words`` says it):
+        ``never_started``, none of its attempts was ever started (each ended ``failed_to_start``);
         ``no_own_minute``, every minute it held (so far) another attempt held on the same GPU too;
         ``no_sample``, none of its own minutes sampled; None when it is known, or nothing was held."""
         if self.measured > 0 or self.held <= 0:
             return None
+        if not self.ran:
+            return "never_started"
         return "no_sample" if self.own_minute else "no_own_minute"
 
     def as_data(self) -> dict[str, Any]:
@@ -262,6 +270,7 @@ def efficiency_of_attempts(
     ) in rows:
         e = out.setdefault(attempt_id, Efficiency(threshold_pct=pct, running=ended is None))
         e.gpus += 1
+        e.ran = e.ran or started is not None or ended is None
         if a1 <= a0:
             continue
         e.held += (a1 - a0).total_seconds()

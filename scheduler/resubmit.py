@@ -16,7 +16,7 @@ from typing import Any
 from accounts.models import User
 from config.errors import FORBIDDEN
 from fairway_cli.numbers import duration_text
-from scheduler.api.serializers import parse_duration_s
+from scheduler.api.serializers import default_name, parse_duration_s
 from scheduler.models import Workload
 from scheduler.services import SECRET_PLACEHOLDER, SubmissionError, may_read_private
 
@@ -134,10 +134,16 @@ def resubmission_data(
     The secret rule: a secret of ``old`` left without a value (placeholder or blank) gets ``old``'s
     stored value only when ``actor`` is its owner and ``keep_secrets``; otherwise it keeps the
     placeholder, which the submission refuses (``secret_values_required``, naming each): a
-    secret's value never passes from one user to another."""
+    secret's value never passes from one user to another.
+
+    A new ``command`` without a ``name`` where ``old``'s name was its command's default
+    (``default_name``) leaves the name to the new command's default, as a submission's (words46:
+    ``fairway resubmit 6 -- echo again`` was named ``sh``, after the old command)."""
     if not may_read_private(actor, old, accessible):
         raise SubmissionError(FORBIDDEN, None, RESUBMIT_FORBIDDEN, status=403)
     spec = workload_spec(old, budget_path)
+    if "command" in overrides and "name" not in overrides and spec["name"] == default_name(old.command):
+        del spec["name"]
     data: dict[str, Any] = {**spec, **{k: v for k, v in overrides.items() if k != "env"}}
     if "env" in overrides:
         data["env"] = overrides["env"] if whole_env else _merged_env(spec.get("env", {}), overrides["env"])

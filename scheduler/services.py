@@ -2373,7 +2373,7 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         if locked.removed_at is not None:
             raise host_removed_error(locked)
         if locked.drain_at is not None and (covered := _covers_scheduled_drain(locked, state, drain_now)):
-            _unschedule_drain(actor, locked, reason, f"cancelled by a {covered}")
+            _unschedule_drain(actor, locked, reason, f"canceled by a {covered}")
         kind = _change_host_state(actor, locked, state, reason, drain_now)
     if kind is not None:
         what = {"resumed": "resumed", "cordoned": "cordoned", "drain_now": "drained now", "draining": "drained"}[kind]
@@ -2398,13 +2398,13 @@ def _covers_scheduled_drain(host: Host, state: str, drain_now: bool) -> str:
 def scheduled_drain_note(before: Host, after: Host) -> str:
     """What an operator's cordon, drain, drain now, resume or cancel-drain of ``before`` (the host as read before
     it) did to its scheduled drain, ``after`` being the host it returned: "its drain scheduled at
-    08:00:00 UTC is cancelled" (or "stands"), "" when none was scheduled. The one wording of the
+    08:00:00 UTC is canceled" (or "stands"), "" when none was scheduled. The one wording of the
     CLI, the API's ``scheduled_drain_change``, the clusters page and the admin (left59: a resume
     cancelled it unsaid)."""
     if before.drain_at is None:
         return ""
     what = "drain now" if before.drain_at_now else "drain"
-    fate = "stands" if after.drain_at == before.drain_at else "is cancelled"
+    fate = "stands" if after.drain_at == before.drain_at else "is canceled"
     return f"its {what} scheduled at {instant_text(before.drain_at)} {fate}"
 
 
@@ -2552,7 +2552,7 @@ def _unschedule_drain(actor: User | None, locked: Host, reason: str, why: str) -
     )
     request_tick_on_commit(locked.cluster_id)  # the policy reads the schedule (PassState.drain_allows)
     when = instant_text(at, absolute=True)
-    _log_host_action(actor, locked, f"cancelled the drain of {{host}} scheduled at {when} ({why})", reason)
+    _log_host_action(actor, locked, f"canceled the drain of {{host}} scheduled at {when} ({why})", reason)
 
 
 def do_schedule_drain(actor: User | None, host: Host, at: object, reason: str = "", *, drain_now: bool = False) -> Host:
@@ -2613,7 +2613,7 @@ def do_cancel_scheduled_drain(actor: User | None, host: Host, reason: str = "") 
         if locked.removed_at is not None:
             raise host_removed_error(locked)
         if locked.drain_at is not None:
-            _unschedule_drain(actor, locked, reason, "cancelled")
+            _unschedule_drain(actor, locked, reason, "canceled")
     return locked
 
 

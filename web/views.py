@@ -540,6 +540,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "budget_choices": sorted(scope.paths.values()),
         "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
         "filter_errors": errors,
+        "unfunded_note": UNFUNDED_ATTEMPT,  # the title of a minimum runtime marked unfunded (words46)
         # the bulk actions only where one may change something: not on a list of ended work alone
         # (try61: ?state=succeeded offered "Cancel these 15", whose preview said "0 to cancel")
         "bulk_offered": bool(params and not errors and filtered.qs.exclude(state__in=Workload.FINAL_STATES).exists()),
@@ -1186,7 +1187,7 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
                 messages.error(request, no_drain_scheduled_text(host))
             elif verb == "cancel-drain":
                 do_cancel_scheduled_drain(request.user, host, request.POST.get("reason", ""))
-                messages.success(request, f"{host.name}: scheduled drain cancelled.")
+                messages.success(request, f"{host.name}: scheduled drain canceled.")
             else:
                 reason = request.POST.get("reason", "")
                 shown = scheduled_drain(

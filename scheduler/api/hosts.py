@@ -299,7 +299,7 @@ class HostSerializer(serializers.ModelSerializer):
         serializers.CharField(
             allow_null=True,
             help_text="in the answer of a cordon, drain, drain now, resume or cancel-drain: what it did to the host's "
-            "scheduled drain, in words ('its drain scheduled at 08:00:00 UTC is cancelled' or 'stands'); "
+            "scheduled drain, in words ('its drain scheduled at 08:00:00 UTC is canceled' or 'stands'); "
             "null otherwise",
         )
     )

@@ -348,6 +348,16 @@ class _HoldField(serializers.BooleanField):
         return data
 
 
+def default_name(command: Any) -> str:
+    """The name of a submission that gives none: its command's program without its directory
+    (``/usr/bin/python3 x.py`` → ``python3``), ``workload`` without one. The one rule of a
+    submission's and a resubmission's (``scheduler.resubmit.resubmission_data``: a name that was
+    its old command's default follows a new command, words46)."""
+    program = command[0] if isinstance(command, list) and command and isinstance(command[0], str) else ""
+    # a NUL or blanks in the program are the command's refusal, not a name the person never gave
+    return program.rsplit("/", 1)[-1].replace("\x00", "").strip()[:200] or "workload"
+
+
 class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
@@ -457,12 +467,8 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
         data = self.validated_data
         command = data["command"]
         name = data.get("name")
-        if name is None:
-            program = command[0] if isinstance(command, list) and command and isinstance(command[0], str) else ""
-            # a NUL or blanks in the program are the command's refusal, not a name the person never gave
-            name = program.rsplit("/", 1)[-1].replace("\x00", "").strip()[:200] or "workload"
         return {
-            "name": name,
+            "name": default_name(command) if name is None else name,
             "budget": data.get("budget"),
             "cluster": data.get("cluster"),
             "gpu_model": data.get("gpu_model") or "",
@@ -817,6 +823,12 @@ class AccountingSerializer(serializers.Serializer):
         "or failed_to_start (not the one that failed it)"
     )
     preemptions = serializers.IntegerField(help_text="of the requeues, attempts ended preempted")
+    unfunded = serializers.BooleanField(
+        required=False,
+        help_text="its open attempt (placed or running) runs unfunded: its budget reached its cap with on_cap "
+        "downgrade (DESIGN.md §3.7), so it is neither protected nor charged; the lists mark its minimum runtime "
+        "'(unfunded)'. Absent from servers before words46",
+    )
 
 
 class LastEndSerializer(serializers.Serializer):
@@ -845,9 +857,10 @@ class EfficiencySerializer(serializers.Serializer):
         "over; null: not measured",
     )
     utilization_why = serializers.ChoiceField(
-        choices=["no_own_minute", "no_sample"],
+        choices=["never_started", "no_own_minute", "no_sample"],
         allow_null=True,
-        help_text="why utilization is null: no_own_minute, another attempt held its GPUs in every minute it "
+        help_text="why utilization is null: never_started, no attempt of it was ever started by its agent "
+        "(failed_to_start: nothing of it ran); no_own_minute, another attempt held its GPUs in every minute it "
         "held them (so far), so no minute sample is its own; no_sample, none of its own minutes had a "
         "utilization reading; null: measured (or nothing held)",
     )

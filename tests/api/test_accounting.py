@@ -62,6 +62,7 @@ def test_list_and_detail_carry_wait_elapsed_charge_and_preemptions(preempted_onc
         "charged_gpu_hours": 6.0,  # 4 GPUs × 1 h closed + 4 GPUs × 30 min so far
         "preemptions": 1,
         "requeues": 1,
+        "unfunded": False,  # its open attempt is funded (words46)
     }
     assert researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()["accounting"] == acct
 

@@ -39,7 +39,7 @@ def test_an_admin_schedules_a_drain_and_the_host_shows_it(admin_client_api, rese
 
     cancelled = admin_client_api.post("/api/v1/hosts/a100-1/cancel-drain/", {"reason": "moved"}, format="json")
     assert cancelled.status_code == 200 and cancelled.json()["scheduled_drain"] is None
-    assert cancelled.json()["scheduled_drain_change"].endswith(" is cancelled")  # try62: said nowhere
+    assert cancelled.json()["scheduled_drain_change"].endswith(" is canceled")  # try62: said nowhere
     again = admin_client_api.post("/api/v1/hosts/a100-1/cancel-drain/", {}, format="json")
     assert (again.status_code, again.json()["scheduled_drain"]) == (200, None)  # a no-op (left59)
     assert again.json()["scheduled_drain_change"] is None

@@ -619,6 +619,8 @@ def test_accounting_from_attempts_in_memory_equals_the_sql_aggregates(researcher
         [(None, None, 0, True, False, "")],  # placed, not started
         [(t0, None, 0, True, False, "")],  # running, funded
         [(t0, None, 0, True, True, "")],  # running unfunded
+        [(None, None, 0, False, True, "")],  # placed unfunded, not started (words46: the lists mark it)
+        [(t0, t0 + h, 0, False, True, "preempted"), (t0 + 2 * h, None, 0, True, False, "")],  # unfunded once
         [(t0, t0 + h, 3600, True, False, "preempted"), (t0 + 2 * h, None, 0, False, False, "")],
         [(t0, t0 + h, 100, True, False, "preempted"), (t0 + h, t0 + 3 * h, 200, True, False, "succeeded")],
         [(None, t0 + h, 0, True, False, "failed_to_start"), (t0 + 2 * h, t0 + 4 * h, 50, True, False, "failed")],
@@ -651,6 +653,7 @@ def test_accounting_from_attempts_in_memory_equals_the_sql_aggregates(researcher
             want = sql[w.pk]
             assert [getattr(w, f) for f in fields] == [getattr(want, f) for f in fields], w.pk
             assert w.acct_preemptions == want.acct_preemptions
+            assert bool(w.acct_open_unfunded) == bool(want.acct_open_unfunded), w.pk
             assert accounting(w, now) == accounting(want, now)
 
 

@@ -74,3 +74,11 @@ def test_a_new_command_after_the_flags(monkeypatch, researcher, old):
     run_cli(monkeypatch, researcher, "resubmit", str(old.pk), "-g", "1", "--", "python", "eval.py", "--steps", "9")
     new = Workload.objects.exclude(pk=old.pk).get()
     assert (new.gpu_count, new.command) == (1, ["python", "eval.py", "--steps", "9"])
+
+
+def test_a_default_name_follows_the_command_given(monkeypatch, researcher, submit_kwargs):
+    """words46: ``fairway resubmit 6 -- echo again`` submitted "#12 sh", the old command's name."""
+    old = do_submit_workload(researcher, **submit_kwargs(name="sh", command=["sh", "-c", "sleep 60"], env={}))
+    out = run_cli(monkeypatch, researcher, "resubmit", str(old.pk), "--", "echo", "again")
+    new = Workload.objects.exclude(pk=old.pk).get()
+    assert f"submitted #{new.pk} echo (resubmitted from #{old.pk})" in out and new.name == "echo"

@@ -29,12 +29,12 @@ def test_an_admin_schedules_lists_and_cancels_a_drain(monkeypatch, admin, resear
     assert "drain now scheduled at " in said  # replaced
     said = run_cli(monkeypatch, admin, "hosts", "cancel-drain", "a100-1")
     # try62: it said "a100-1: active; no drain scheduled", the words of a cancel of none (a no-op)
-    assert said.startswith("a100-1: active (its drain now scheduled at ") and said.endswith(" is cancelled)\n")
+    assert said.startswith("a100-1: active (its drain now scheduled at ") and said.endswith(" is canceled)\n")
     assert Host.objects.get(name="a100-1").drain_at is None
 
     run_cli(monkeypatch, admin, "hosts", "drain", "a100-1", "--in", "1h")
     said = run_cli(monkeypatch, admin, "hosts", "resume", "a100-1")  # says so (left59)
-    assert said.startswith("a100-1: active (its drain scheduled at ") and said.endswith(" is cancelled)\n")
+    assert said.startswith("a100-1: active (its drain scheduled at ") and said.endswith(" is canceled)\n")
     assert Host.objects.get(name="a100-1").drain_at is None
 
 

@@ -47,7 +47,7 @@ def test_each_action_says_what_it_did_to_the_scheduled_drain(admin, hosts, verb,
     before = Host.objects.get(pk=host.pk)
     after = do_set_host_state(admin, before, state, drain_now=now)
     what = "drain now" if scheduled_now else "drain"
-    note = f"its {what} scheduled at {when} " + ("stands" if kept else "is cancelled")
+    note = f"its {what} scheduled at {when} " + ("stands" if kept else "is canceled")
     assert scheduled_drain_note(before, after) == note
     assert (Host.objects.get(pk=host.pk).drain_at is not None) is kept
     assert scheduled_drain_note(after, after) == ("" if not kept else note)
@@ -56,7 +56,7 @@ def test_each_action_says_what_it_did_to_the_scheduled_drain(admin, hosts, verb,
 def test_the_cli_and_the_api_say_a_resume_cancelled_the_drain(monkeypatch, admin, hosts, admin_client_api):
     when = _schedule(admin, hosts["a100-1"])
     said = run_cli(monkeypatch, admin, "hosts", "resume", "a100-1")
-    assert said == f"a100-1: active (its drain scheduled at {when} is cancelled)\n"
+    assert said == f"a100-1: active (its drain scheduled at {when} is canceled)\n"
     assert run_cli(monkeypatch, admin, "hosts", "resume", "a100-1") == "a100-1: active\n"
     when = _schedule(admin, hosts["a100-1"], drain_now=True)
     body = admin_client_api.post("/api/v1/hosts/a100-1/cordon/", {}, format="json").json()
@@ -72,12 +72,12 @@ def test_the_page_and_the_admin_say_it(admin, hosts):
     when = _schedule(admin, hosts["a100-1"])
     done = client.post("/hosts/a100-1/drain-now/", follow=True)
     notices = re.findall(r'<div class="notice [^"]*">(.*?)</div>', done.content.decode())
-    assert notices == [f"a100-1: draining now (its drain scheduled at {when} is cancelled)."]
+    assert notices == [f"a100-1: draining now (its drain scheduled at {when} is canceled)."]
     when = _schedule(admin, hosts["a100-2"])
     url = reverse("admin:scheduler_host_changelist")
     pk = hosts["a100-2"].pk
     done = client.post(url, {"action": "resume", "_selected_action": [pk]}, follow=True)
     assert _messages(done.content.decode()) == [
-        f"a100-2: its drain scheduled at {when} is cancelled.",
+        f"a100-2: its drain scheduled at {when} is canceled.",
         "1 host(s) updated.",
     ]

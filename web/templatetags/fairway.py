@@ -11,7 +11,14 @@ from django import template
 from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
-from fairway_cli.words import drain_only, draining_host_words, reason_words, silent_host_words, why_waits_text
+from fairway_cli.words import (
+    drain_only,
+    draining_host_words,
+    reason_words,
+    silent_host_words,
+    unfunded_text,
+    why_waits_text,
+)
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -29,6 +36,13 @@ def duration(seconds: Any) -> str:
     (``fairway_cli.numbers.duration_text``), its units apart; ``0`` → ``0 (unallocated)`` is the
     caller's business."""
     return duration_text(seconds, sep=" ")
+
+
+@register.filter
+def unfunded_mark(text: Any, unfunded: Any) -> str:
+    """:func:`fairway_cli.words.unfunded_text`: ``1 h (unfunded)`` while the work runs unfunded at
+    its budget's cap, as ``fairway ls`` writes its minimum runtime."""
+    return unfunded_text(str(text), unfunded)
 
 
 @register.filter
