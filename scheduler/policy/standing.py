@@ -125,6 +125,7 @@ class Standing:
         # (model, allowed budgets) -> (ClusterState.mark, host -> its victim room, the most):
         # victims._most_room, the single-host search's bound read again only where hosts moved
         self.most_room: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int], int]] = {}
+        self.candidates: dict[tuple[str, frozenset[str]], object] = {}  # victim_index.CandidateIndex (est46)
         # (end of protection, attempt id, tie-breaker, view): protections still to end
         self._ends: list[tuple[int, str, int, AttemptView]] = []
         self._seq = 0

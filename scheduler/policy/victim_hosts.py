@@ -31,7 +31,13 @@ BOUND_FIELDS: dict[contract.Criterion, int | None] = {
 :class:`contract.SetBound`: the field's index (a 1-tuple of it in ``BOUNDS``), or None where the
 bound is the same for every host (it orders no two hosts)."""
 
-_bound_orders: dict[tuple[contract.Criterion, ...], Callable[[tuple[object, ...]], object]] = {}
+_bound_orders: dict[tuple[contract.Criterion, ...], tuple[tuple[int, ...], Callable[[tuple[object, ...]], object]]] = {}
+
+
+def bound_fields() -> tuple[int, ...]:
+    """The fields :func:`bound_order` reads, in its order (``(1, 2, 3, 4, 0)`` under the
+    contract's order of the criteria)."""
+    return _bound_order()[0]
 
 
 def bound_order() -> Callable[[tuple[object, ...]], object]:
@@ -43,6 +49,10 @@ def bound_order() -> Callable[[tuple[object, ...]], object]:
     (``operator.itemgetter``, kept per order). It reads any tuple of a SetBound's fields, ``side``
     given as anything ordered as the entries are. ``tests/policy/test_victim_bounds.py`` compares
     the two orders."""
+    return _bound_order()[1]
+
+
+def _bound_order() -> tuple[tuple[int, ...], Callable[[tuple[object, ...]], object]]:
     got = _bound_orders.get(contract.CRITERIA)
     if got is None:
         fields: list[int] = []
@@ -54,8 +64,25 @@ def bound_order() -> Callable[[tuple[object, ...]], object]:
                 fields.append(i)
         if 0 not in fields:
             fields.append(0)  # the host's name breaks ties, as after key_bound
-        got = _bound_orders[contract.CRITERIA] = operator.itemgetter(*fields)
+        got = _bound_orders[contract.CRITERIA] = (tuple(fields), operator.itemgetter(*fields))
     return got
+
+
+def side_ranks(
+    ps: PassState, ctx: KeyContext, allowed: frozenset[str], names: set[str] | None
+) -> tuple[dict[str, int], list[tuple[int, Fraction]]]:
+    """Each side entry ranked among the allowed budgets holding victims anywhere
+    (``Standing.victim_hosts``; all of ``allowed`` without ``names``) and unallocated work's
+    (rank 0): each budget's rank, and the entries by rank (:func:`candidate_hosts`)."""
+    if names is not None:
+        on = ps.standing.victim_hosts
+        ranked = [v for v in allowed if on.get(v)]
+    else:
+        ranked = list(allowed)
+    entry = {v: contract.allocated_side(ctx, v) for v in ranked}
+    by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
+    rank = {e: i for i, e in enumerate(by_rank)}
+    return {v: rank[e] for v, e in entry.items()}, by_rank
 
 
 def candidate_hosts(
@@ -80,15 +107,9 @@ def candidate_hosts(
     st = ps.state
     if names is not None:
         views = [st.hosts[name] for name in names]
-        on = ps.standing.victim_hosts
-        ranked = [v for v in allowed if on.get(v)]
     else:
         views = list(ps.standing.hosts_by_model.get(w.model, ()))
-        ranked = list(allowed)
-    entry = {v: contract.allocated_side(ctx, v) for v in ranked}
-    by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
-    rank = {e: i for i, e in enumerate(by_rank)}
-    budget_rank = {v: rank[e] for v, e in entry.items()}
+    budget_rank, by_rank = side_ranks(ps, ctx, allowed, names)
     n, model, order = w.gpus, w.model, bound_order()
     heap: list[tuple[object, tuple[str, int, int, int, int], HostView]] = []
     for hv in views:

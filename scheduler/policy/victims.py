@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import scheduler.policy.contract as contract
 import scheduler.policy.resources as resources
+import scheduler.policy.victim_index as victim_index
 from scheduler.policy.contract import NOW, KeyContext
 from scheduler.policy.gang_victims import Found as Found  # re-exported: the answer of search()
 from scheduler.policy.gang_victims import search_gang
@@ -54,7 +55,7 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
         return None
     best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
     counts: Counts | None = None  # the best set's leading counts, while contract.counts_lead
-    for bound, hv in candidate_hosts(ps, ctx, w, allowed, names):
+    for bound, hv in victim_index.candidates(ps, ctx, w, allowed, names):
         if best is not None and bound > best[0]:
             break  # no set on this host or a later one beats the best (contract.key_bound)
         if not ps.host_allowed(w, hv.name):
