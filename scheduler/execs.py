@@ -204,9 +204,10 @@ def do_exec(
     member ``rank``'s host for its owner ``user``: 400 ``invalid_rank``; 403 ``forbidden`` for
     anyone else; 409 ``not_running`` (no such attempt running: the agent's confirmed start and no
     end), ``host_offline`` (its agent is not connected), ``agent_too_old``, ``exec_readopted`` (its
-    agent restarted since the start), ``exec_failed`` (the attempt's containment could not be
-    entered, or the agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the
-    channel layer failed: nothing was sent, or the answer was lost: the command may have run); 504
+    agent restarted since the start and could not read its environment back, readopt46),
+    ``exec_failed`` (the attempt's containment could not be entered, or the agent's runtime cannot
+    run commands there); 503 ``exec_unavailable`` (the channel layer failed: nothing was sent, or
+    the answer was lost: the command may have run); 504
     ``exec_timeout`` (no answer within the timeout and a few seconds)."""
     attempt = exec_target(user, workload, number, rank)
     host = exec_host(attempt, rank)
