@@ -36,9 +36,10 @@ PORT_FORBIDDEN = (
 COMMAND_RUNS, PORT_REACHED = "a command runs", "a port is reached"
 """What :func:`not_running_words` says runs only in a running attempt: exec's, port-forward's."""
 READOPTED_WORDS = (
-    "Attempt {number} was started before its agent on host {host} restarted: its environment, secrets "
-    "included, was kept only in the memory of the agent that started it (never on disk), so no command can "
-    "run in it. Commands run again in the workload's next attempt; meanwhile its output is in fairway logs {pk}."
+    "Attempt {number} was started before its agent on host {host} restarted, and the agent could not read its "
+    "environment, secrets included, back from its command (gone, or replaced; or the agent is older than "
+    "that): it is kept only in memory, never on disk, so no command can run in it. Commands run again in the "
+    "workload's next attempt; meanwhile its output is in fairway logs {pk}."
 )
 """The refusal of a command in an attempt its agent re-adopted after a restart (docs/jobs.md, exl61)."""
 AGENT_TOO_OLD = "The agent of host {host} is older than fairway exec: it must be upgraded to run commands in attempts."
@@ -203,9 +204,10 @@ def do_exec(
     member ``rank``'s host for its owner ``user``: 400 ``invalid_rank``; 403 ``forbidden`` for
     anyone else; 409 ``not_running`` (no such attempt running: the agent's confirmed start and no
     end), ``host_offline`` (its agent is not connected), ``agent_too_old``, ``exec_readopted`` (its
-    agent restarted since the start), ``exec_failed`` (the attempt's containment could not be
-    entered, or the agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the
-    channel layer failed: nothing was sent, or the answer was lost: the command may have run); 504
+    agent restarted since the start and could not read its environment back, readopt46),
+    ``exec_failed`` (the attempt's containment could not be entered, or the agent's runtime cannot
+    run commands there); 503 ``exec_unavailable`` (the channel layer failed: nothing was sent, or
+    the answer was lost: the command may have run); 504
     ``exec_timeout`` (no answer within the timeout and a few seconds)."""
     attempt = exec_target(user, workload, number, rank)
     host = exec_host(attempt, rank)

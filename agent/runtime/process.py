@@ -298,7 +298,9 @@ except OSError as e:
 class _ExecContext:
     """What a one-shot command in a running attempt needs: its identity (the wrapper's ``UID GID
     GROUPS`` arguments), environment, working directory, whether it has namespaces of its own,
-    the cgroups its processes are in, and its capability bounds and Landlock scope."""
+    the cgroups its processes are in, and its capability bounds and Landlock scope. ``readopted``:
+    read back from the attempt's processes by an agent restarted since its start (readopt46), for
+    one command (:meth:`ProcessRuntime._readopted_context`), else kept since the start."""
 
     ids: tuple[str, str, str]
     env: dict[str, str]
@@ -307,6 +309,7 @@ class _ExecContext:
     join: list[Path]
     caps: int
     scope: bool
+    readopted: bool = False
 
 
 EXEC_KILL_WAIT_S = 2.0
@@ -324,6 +327,9 @@ SYS_CHROOT, AUDIT_WRITE, SETFCAP. Only a root command (both consents, docs/isola
 an owner's command loses them all at ``setuid``. Without CAP_SYS_ADMIN it cannot unmount its
 private /tmp, mount, or enter another namespace; without CAP_SYS_PTRACE it cannot reach the root
 of processes holding capabilities it lacks through ``/proc/<pid>/root``."""
+
+ROOT_CAPS_MASK = sum(1 << c for c in ROOT_CAPS)
+""":data:`ROOT_CAPS` as the wrappers' bit mask (their payload's ``caps``)."""
 
 
 GPU_STAND_IN = "gpu-stand-in"
@@ -404,6 +410,79 @@ def proc_start_time(pid: int) -> int | None:
     if rest[0] in ("Z", "X"):  # exited, not yet reaped
         return None
     return int(rest[19])
+
+
+def _parent_and_start(pid: int) -> tuple[int, int] | None:
+    """The parent and start time (:func:`proc_start_time`) of the live process ``pid``; None when
+    there is none or it is a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rfind(")") + 2 :].split()
+    return None if rest[0] in ("Z", "X") else (int(rest[1]), int(rest[19]))
+
+
+def _first_child(parent: int) -> tuple[int, int] | None:
+    """The child of ``parent`` that started first (the lowest pid among those started in the same
+    clock tick) and its start time, None when it has none: the attempt's command among its wrapper's
+    children (the wrapper is its subreaper: the orphans it adopts are the command's descendants,
+    started after it)."""
+    found: list[tuple[int, int]] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2 :].split()
+        if int(rest[1]) == parent and rest[0] not in ("Z", "X"):
+            found.append((int(rest[19]), int(entry)))
+    return (min(found)[1], min(found)[0]) if found else None
+
+
+def readopted_command_env(wrapper: int, cgroup: str) -> tuple[dict[str, str], tuple[str, str, str]] | None:
+    """The environment and identity (the exec wrapper's ``UID GID GROUPS``, "-" for the agent's own)
+    of the command of the attempt whose wrapper is ``wrapper`` (its cgroup ``cgroup``, "" for none),
+    read from the command's process (readopt46: an agent restarted since the start has neither in
+    memory, and neither is ever written to disk): ``/proc/<pid>/environ``, as root or the process's own
+    user. The command is the wrapper's first child, or its init's (its own PID namespace, pidns61:
+    the wrapper's first child is the namespace's init, whose first child the command is); the pid is
+    checked to be that process still after the read (the same parent and start time; in the
+    attempt's cgroup), not one that took the pid since. None where it cannot be read (gone, exited
+    into another environment, not readable)."""
+    parent, first = wrapper, _first_child(wrapper)
+    try:
+        if (
+            first is not None
+            and os.stat(f"/proc/{first[0]}/ns/pid").st_ino != os.stat(f"/proc/{wrapper}/ns/pid").st_ino
+        ):
+            parent, first = first[0], _first_child(first[0])  # the attempt's init, then its first child
+        if first is None:
+            return None
+        command, start = first
+        if cgroup and command not in cgroup_pids(Path(cgroup)):
+            return None
+        raw = Path(f"/proc/{command}/environ").read_bytes()
+        status = Path(f"/proc/{command}/status").read_text()
+    except OSError:
+        return None
+    if _parent_and_start(command) != (parent, start):  # ended, its pid another process's since: not the attempt's
+        return None
+    env = dict(os.fsdecode(item).split("=", 1) for item in raw.split(b"\0") if b"=" in item)
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    try:
+        uid, gid = int(fields["Uid"].split()[0]), int(fields["Gid"].split()[0])
+        groups, nnp = fields.get("Groups", "").split(), fields.get("NoNewPrivs", "0").strip() == "1"
+    except (KeyError, IndexError, ValueError):
+        return None
+    if not env:  # a zombie's, or a command that cleared it: nothing of the attempt's to run with
+        return None
+    # switched at the start (no_new_privs, set by the wrapper with the owner's identity), or another user:
+    # its identity again, never the agent's
+    ids = (str(uid), str(gid), ",".join(groups)) if nnp or uid != os.geteuid() else ("-", "-", "")
+    return env, ids
 
 
 def _command_execd(pid: int) -> bool:
@@ -814,8 +893,7 @@ class ProcessRuntime(StoredRuntime):
         status_fd, status_w = status
         # The environment travels through the pipe (never on disk, never in the wrapper's own
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
-        caps = sum(1 << c for c in ROOT_CAPS)
-        scope = self.isolation.is_root and not self.isolation.sockets  # abstract unix sockets, signals: its own
+        caps, scope = ROOT_CAPS_MASK, self._landlock_scope()
         await asyncio.to_thread(
             _hand_over,
             write_fd,
@@ -854,12 +932,62 @@ class ProcessRuntime(StoredRuntime):
         self._procs[spec.attempt_id] = proc
         self.store.save(record)
         # What a one-shot command in the attempt needs (exec): in memory only, as the secrets
-        # must be (docs/isolation.md); an agent restarted since does not have it.
+        # must be (docs/isolation.md); an agent restarted since reads it back from the attempt's
+        # processes (_readopted_context, readopt46).
         self._exec_contexts[spec.attempt_id] = _ExecContext(
             ids=ids, env=env, cwd=str(workdir or os.getcwd()), namespaces=tmp is not None, join=join, caps=caps,
             scope=scope,
         )  # fmt: skip
         self._watch(record)
+
+    def _landlock_scope(self) -> bool:
+        """Whether an attempt's processes get a Landlock domain of their own (abstract unix sockets,
+        signals: its own), the wrapper's and exec's payload ``scope``."""
+        return self.isolation.is_root and not self.isolation.sockets
+
+    def _readopted_context(self, record: AttemptRecord) -> _ExecContext | None:
+        """What a command in the running attempt ``record``, re-adopted after this agent's restart,
+        needs (readopt46), read back as its start made it: the environment and identity from its
+        command's process (:func:`readopted_command_env`, never from disk), its working directory
+        from its wrapper's (entered as root at the start, in its mount namespace: the path there),
+        its cgroups by their names, its namespaces, capability bounds and Landlock scope by the
+        rules of the start. None where the environment cannot be read."""
+        assert record.pid is not None  # noqa: S101 -- a running record
+        found = readopted_command_env(record.pid, record.cgroup)
+        try:
+            cwd = os.readlink(f"/proc/{record.pid}/cwd")
+        except OSError:
+            found = None
+        if found is None or proc_start_time(record.pid) != record.proc_start:
+            log.warning(
+                "attempt %d: re-adopted, and its environment cannot be read back from its command (gone, or "
+                "replaced): a command cannot run in it",
+                record.attempt_id,
+            )
+            return None
+        env, ids = found
+        name = self._cgroup_name(record.attempt_id)
+        assert self.isolation.limits is not None  # noqa: S101 -- set by Isolation
+        v1 = [*v1_limit_cgroups(self.isolation.limits, name), devices_v1_cgroup(self.isolation.devices, name)]
+        join = [*([Path(record.cgroup)] if record.cgroup else []), *(p for p in v1 if p is not None and p.exists())]
+        return _ExecContext(
+            ids=ids, env=env, cwd=cwd, namespaces=self.isolation.is_root, join=join, caps=ROOT_CAPS_MASK,
+            scope=self._landlock_scope(), readopted=True,
+        )  # fmt: skip
+
+    def _exec_context_current(self, attempt_id: int, ctx: _ExecContext) -> bool:
+        """Whether the attempt that ``ctx`` is of still runs (its command never gets its go otherwise)."""
+        if not ctx.readopted:
+            return self._exec_contexts.get(attempt_id) is ctx  # popped at its end
+        record, watcher = self._records.get(attempt_id), self._watchers.get(attempt_id)
+        return (
+            record is not None
+            and record.state == "running"
+            and record.pid is not None
+            and watcher is not None
+            and not watcher.done()
+            and proc_start_time(record.pid) == record.proc_start
+        )
 
     async def _spawn_exec(
         self,
@@ -889,11 +1017,14 @@ class ProcessRuntime(StoredRuntime):
         if record is None or record.state != "running" or record.pid is None:
             raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
         ctx = self._exec_contexts.get(attempt_id)
+        if ctx is None:  # re-adopted (readopt46): read back from its processes for this command only
+            ctx = await asyncio.to_thread(self._readopted_context, record)
         if ctx is None:
             raise ExecError(  # the server's words: scheduler.execs.READOPTED_WORDS
                 "readopted",
-                f"attempt {attempt_id} was started before this agent's last restart: its environment is "
-                "kept in memory only (never on disk), so a command cannot run in it",
+                f"attempt {attempt_id} was started before this agent's last restart and its environment "
+                "cannot be read back from its command (gone, or not readable): it is kept in memory only "
+                "(never on disk), so a command cannot run in it",
             )
         ns_fds: list[int] = []
         try:
@@ -948,7 +1079,7 @@ class ProcessRuntime(StoredRuntime):
                     (path / "cgroup.procs").write_text(str(proc.pid))
             except OSError as exc:
                 raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
-            if self._exec_contexts.get(attempt_id) is not ctx:  # the attempt ended meanwhile: never its go
+            if not self._exec_context_current(attempt_id, ctx):  # the attempt ended meanwhile: never its go
                 raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
         except ExecError:
             os.close(write_fd)

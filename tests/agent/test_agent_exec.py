@@ -79,9 +79,12 @@ def test_exec_is_killed_at_its_timeout_and_its_output_capped(open_state: Path) -
 
 
 def test_an_agent_restarted_since_the_start_refuses_exec_in_words(open_state: Path) -> None:
+    """Where the environment cannot be read back from the attempt's command (readopt46: here it
+    replaced its own, ``env -i``; tests/agent/test_readopt46_exec.py reads it back)."""
+
     async def scenario() -> None:
         rt, _exits = runtime(open_state)
-        await rt.start(spec(4, ["sh", "-c", f"echo up; sleep {MARKERS[2]}"]))
+        await rt.start(spec(4, ["sh", "-c", f"echo up; exec env -i sleep {MARKERS[2]}"]))
         await wait_log(rt, 4, "up")
         await rt.close()
         again, _ = runtime(open_state)
@@ -89,6 +92,7 @@ def test_an_agent_restarted_since_the_start_refuses_exec_in_words(open_state: Pa
         with pytest.raises(ExecError) as refused:
             await again.exec(4, ["true"], 10, 100)
         assert refused.value.code == "readopted" and "restart" in str(refused.value)  # exl61: its own code
+        assert "cannot be read back from its command" in str(refused.value)
         await again.stop(4, 1)
 
     run_async(scenario(), timeout=40)

@@ -554,3 +554,23 @@ def test_a_forwarded_port_is_reached_in_the_containers_own_network(state_dir: Pa
         await rt.close()
 
     run_async(scenario())
+
+
+def test_exec_after_an_agent_restart_runs_with_the_containers_env(state_dir: Path, podman: str) -> None:
+    """readopt46: the engine keeps a container's environment (secrets included), and its exec carries
+    it: an agent restarted since the start runs the command as the first one would."""
+
+    async def scenario() -> None:
+        rt, _ = runtime(state_dir, podman)
+        await rt.recover()
+        await rt.start(spec(9, "echo up; sleep 30"))
+        await wait_log(rt, 9, "up")
+        await rt.close()
+        again, _ = runtime(state_dir, podman)
+        await again.recover()
+        got = await again.exec(9, ["sh", "-c", 'echo "$GREETING"'], 10, 4096)
+        assert (got.exit_code, got.stdout) == (0, b"hello from the workload\n"), got
+        await again.stop(9, 1)
+        await again.close()
+
+    run_async(scenario())

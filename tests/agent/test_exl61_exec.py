@@ -1,16 +1,15 @@
-"""exl61: ``exec`` in a gang's member (``rank``) and in a re-adopted attempt, the agent's side
+"""exl61: ``exec`` in a gang's member (``rank``) and in a re-adopted attempt (readopt46: runs), the agent's side
 (docs/jobs.md, "Run a command in a running workload"; the server's: tests/api/test_exl61_exec.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 from agent_testkit import MARKERS, kill_leftovers, kill_markers, run_async, runtime, spec, wait_log
-
-from agent.runtime.base import ExecError
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -40,17 +39,23 @@ def test_each_gang_member_runs_the_command_in_its_own_part(state_dir: Path) -> N
         shutil.rmtree(other.parent, ignore_errors=True)
 
 
-def test_a_readopted_attempt_refuses_a_terminal_with_its_own_code(state_dir: Path) -> None:
+def test_a_readopted_attempt_runs_a_terminal_with_its_env(state_dir: Path) -> None:
+    """readopt46 (was refused, ``readopted``): its environment read back from its command."""
+
     async def scenario() -> None:
         rt, _exits = runtime(state_dir)
-        await rt.start(spec(8, ["sh", "-c", f"echo up; exec sleep {MARKERS[0]}"]))
+        await rt.start(spec(8, ["sh", "-c", f"echo up; exec sleep {MARKERS[0]}"], env={"NODE_RANK": "5"}))
         await wait_log(rt, 8, "up")
         await rt.close()
         again, _ = runtime(state_dir)
         await again.recover()
-        with pytest.raises(ExecError) as refused:
-            await again.exec_tty(8, ["sh"], 24, 80)
-        assert refused.value.code == "readopted" and "restart" in str(refused.value)
+        session = await again.exec_tty(8, ["sh", "-c", 'echo "rank $NODE_RANK"'], 24, 80)
+        out = b""
+        while chunk := await asyncio.wait_for(session.read(), 10):
+            out += chunk
+        assert await asyncio.wait_for(session.proc.wait(), 10) == 0
+        session.finish()
+        assert b"rank 5" in out, out
         await again.stop(8, 1)
 
     try:
