@@ -1712,7 +1712,9 @@ def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list
 
     The rule of the drain's tick: a drain stops the attempt once unprotected (its protection's
     end, where it is charged until its release: allocated), a drain now at once; a drain scheduled
-    at T does so from T (``services.apply_due_drains``), so at T, or at a later protection's end."""
+    at T does so from T (``services.apply_due_drains``), so at T, or at a later protection's end;
+    a drain now scheduled at T on a host draining already stops it at T where its protection ends
+    later (said as that drain now)."""
     if attempt.ended_at is not None or attempt.stop_requested_at is not None:
         return []
     out: dict[str, DrainingHost] = {}
@@ -1720,13 +1722,24 @@ def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list
         host = link.gpu.host
         if host.name in out:
             continue
+        protected = attempt.protected_until if attempt.charged_until_release else None  # allocated work's
         if host.state == Host.State.DRAINING:
             drain_now, drains_at = host.drain_now, None
+            if (
+                not drain_now
+                and host.drain_at is not None
+                and host.drain_at_now
+                and protected
+                and protected > host.drain_at
+            ):
+                # a drain now scheduled on a host draining already stops it before its protection's end
+                drain_now, drains_at = True, host.drain_at
         elif host.drain_at is not None and host.state in (Host.State.ACTIVE, Host.State.CORDONED):
             drain_now, drains_at = host.drain_at_now, host.drain_at
         else:
             continue
-        protected = attempt.protected_until if attempt.charged_until_release and not drain_now else None
+        if drain_now:
+            protected = None
         stops_at = protected if drains_at is None else max(drains_at, protected or drains_at)
         out[host.name] = DrainingHost(host.name, drain_now, stops_at, drains_at)
     return [out[name] for name in sorted(out)]

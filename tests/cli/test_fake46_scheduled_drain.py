@@ -98,3 +98,31 @@ def test_the_page_shows_the_scheduled_drain_in_a_browser(new_page, researcher, a
         f"at {instant_text(attempt.protected_until)}{QUEUE}"
     )
     assert "running" in page.locator("td", has=line).inner_text()
+
+
+def test_a_drain_now_scheduled_on_a_draining_host_stops_it_then(
+    monkeypatch, researcher, researcher_client, admin, submit_kwargs
+):
+    """A host draining already, with a drain now scheduled before the attempt's protection ends:
+    the drain now stops it then (a scheduled drain now stays when the host drains already), not at
+    its protection's end as the drain in progress alone would."""
+    from scheduler.services import do_set_host_state
+
+    w, attempt, host = _running(researcher, submit_kwargs)
+    do_set_host_state(admin, host, "draining", "kernel upgrade")
+    soon = (timezone.now() + timedelta(minutes=5)).replace(microsecond=0)
+    do_schedule_drain(admin, host, soon, "fire", drain_now=True)
+    api, page, show = _said(monkeypatch, researcher, researcher_client, w)
+    assert api == [{"host": host.name, "drain_now": True, "drains_at": _stamp(soon), "stops_at": _stamp(soon)}]
+    words = f"host {host.name} drains now at {instant_text(soon)}: this attempt is stopped then{QUEUE}"
+    assert words in page and f"attempt 1: {words}" in show
+
+    later = attempt.protected_until + timedelta(hours=1)  # after its protection: the drain's rule
+    do_schedule_drain(admin, host, later, "fire", drain_now=True)
+    [draining] = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()["attempts"][0]["draining_hosts"]
+    assert draining == {
+        "host": host.name,
+        "drain_now": False,
+        "drains_at": None,
+        "stops_at": _stamp(attempt.protected_until),
+    }
