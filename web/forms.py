@@ -381,14 +381,14 @@ def form_initial(spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     command's default (``default_name``) is left blank, so that a new command names the new
     workload as a submission's, the API's and ``fairway resubmit``'s (fake46; words46:
     ``scheduler.resubmit.resubmission_data``); a name the person gave is kept."""
-    name = spec.get("name", "")
-    if name == default_name(spec.get("command")):
-        name = ""
+    given = spec.get("name", "")
+    if given == default_name(spec.get("command")):
+        given = ""
     env = spec.get("env") or {}
     secrets = [name for name, entry in env.items() if isinstance(entry, dict) and entry.get("secret")]
     plain = {name: entry for name, entry in env.items() if name not in secrets}
     return {
-        "name": name,
+        "name": given,
         "image": spec.get("image", ""),
         "command": shlex.join(spec.get("command") or []),
         "env": "\n".join(f"{name}={value}" for name, value in plain.items()),
