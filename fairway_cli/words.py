@@ -247,10 +247,17 @@ def silent_host_words(silent: Mapping[str, Any]) -> str:
 def draining_host_words(draining: Mapping[str, Any]) -> str:
     """An open attempt's draining host in one line, as the workload page and ``fairway show``
     write it: ``draining`` is one of the API's ``draining_hosts`` (``host``, ``drain_now``,
-    ``stops_at``: a datetime, an ISO string or None), from ``scheduler.lifecycle.draining_hosts``."""
-    drain = "drains now" if draining.get("drain_now") else "is draining"
+    ``stops_at``, ``drains_at``: datetimes, ISO strings or None), from
+    ``scheduler.lifecycle.draining_hosts``. A drain scheduled for later (``drains_at``; fake46)
+    stops the attempt then, or at its protection's end (``stops_at``) if that is later."""
+    drains_at = instant_text(draining.get("drains_at"))
     when = instant_text(draining.get("stops_at"))
-    stop = f"when its protection ends, at {when}" if when else "at the next tick"
+    if drains_at:
+        drain = f"drains now at {drains_at}" if draining.get("drain_now") else f"drains at {drains_at}"
+        stop = "then" if when == drains_at else f"when its protection ends, at {when}"
+    else:
+        drain = "drains now" if draining.get("drain_now") else "is draining"
+        stop = f"when its protection ends, at {when}" if when else "at the next tick"
     return f"host {draining['host']} {drain}: this attempt is stopped {stop}, and the workload goes back to the queue"
 
 

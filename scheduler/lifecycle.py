@@ -1691,28 +1691,57 @@ def silent_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list[S
 
 
 class DrainingHost(NamedTuple):
-    """A draining host of an open attempt not yet asked to stop: its name, whether it drains now,
-    and when the tick stops the attempt there (DESIGN.md §6: as soon as it is unprotected; its
-    protection's end, or None: at the next tick, unprotected or drained now)."""
+    """A draining host of an open attempt not yet asked to stop, or one with a drain scheduled
+    for later: its name, whether the drain is a drain now, when a scheduled drain drains it (None:
+    it drains already) and when the tick stops the attempt there (DESIGN.md §6: as soon as it is
+    unprotected; its protection's end, the scheduled drain's time, or None: at the next tick,
+    unprotected or drained now)."""
 
     host: str
     drain_now: bool
     stops_at: datetime | None
+    drains_at: datetime | None = None
 
 
 def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list[DrainingHost]:
-    """The draining hosts of the open ``attempt`` that has no stop yet, by name, read as
+    """The draining hosts of the open ``attempt`` that has no stop yet, and its active or cordoned
+    hosts with a drain scheduled (fake46; docs/deploy.md "Scheduled drains"), by name, read as
     :func:`silent_hosts` reads its hosts. One source for the workload page, the API's detail (each
     attempt's ``draining_hosts``) and ``fairway show``: the owner of work on a host being drained
-    learns when it will be stopped and requeued (tryout46: only the clusters page said so)."""
+    learns when it will be stopped and requeued (tryout46: only the clusters page said so).
+
+    The rule of the drain's tick: a drain stops the attempt once unprotected (its protection's
+    end, where it is charged until its release: allocated), a drain now at once; a drain scheduled
+    at T does so from T (``services.apply_due_drains``), so at T, or at a later protection's end;
+    a drain now scheduled at T on a host draining already stops it at T where its protection ends
+    later (said as that drain now)."""
     if attempt.ended_at is not None or attempt.stop_requested_at is not None:
         return []
     out: dict[str, DrainingHost] = {}
     for link in attempt.gpu_links.all() if links is None else links:
         host = link.gpu.host
-        if host.state == Host.State.DRAINING and host.name not in out:
-            protected = attempt.protected_until if attempt.charged_until_release and not host.drain_now else None
-            out[host.name] = DrainingHost(host.name, host.drain_now, protected)
+        if host.name in out:
+            continue
+        protected = attempt.protected_until if attempt.charged_until_release else None  # allocated work's
+        if host.state == Host.State.DRAINING:
+            drain_now, drains_at = host.drain_now, None
+            if (
+                not drain_now
+                and host.drain_at is not None
+                and host.drain_at_now
+                and protected
+                and protected > host.drain_at
+            ):
+                # a drain now scheduled on a host draining already stops it before its protection's end
+                drain_now, drains_at = True, host.drain_at
+        elif host.drain_at is not None and host.state in (Host.State.ACTIVE, Host.State.CORDONED):
+            drain_now, drains_at = host.drain_at_now, host.drain_at
+        else:
+            continue
+        if drain_now:
+            protected = None
+        stops_at = protected if drains_at is None else max(drains_at, protected or drains_at)
+        out[host.name] = DrainingHost(host.name, drain_now, stops_at, drains_at)
     return [out[name] for name in sorted(out)]
 
 

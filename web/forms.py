@@ -18,7 +18,7 @@ from config.errors import ServiceError
 from config.parsers import find_unencodable
 from fairway_cli.numbers import PLAIN_INT, duration_text
 from fairway_common import strict_yaml
-from scheduler.api.serializers import WorkloadQuoteSerializer, WorkloadSubmitSerializer
+from scheduler.api.serializers import WorkloadQuoteSerializer, WorkloadSubmitSerializer, default_name
 from scheduler.jobspec import retries_problem
 from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url
 from scheduler.services import CPUS_PROBLEM, GPU_COUNT_PROBLEM, MAX_CPUS
@@ -377,12 +377,18 @@ def spec_example(budgets: list[str], clusters: list[str], models: list[str], *, 
 def form_initial(spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The submit form's fields holding ``spec`` (``scheduler.resubmit.workload_spec``: "Submit
     again"), and the names of its secret variables, whose values the form leaves blank (never
-    shown back: the page says so, and the owner may keep them server-side)."""
+    shown back: the page says so, and the owner may keep them server-side). A name that was its
+    command's default (``default_name``) is left blank, so that a new command names the new
+    workload as a submission's, the API's and ``fairway resubmit``'s (fake46; words46:
+    ``scheduler.resubmit.resubmission_data``); a name the person gave is kept."""
+    given = spec.get("name", "")
+    if given == default_name(spec.get("command")):
+        given = ""
     env = spec.get("env") or {}
     secrets = [name for name, entry in env.items() if isinstance(entry, dict) and entry.get("secret")]
     plain = {name: entry for name, entry in env.items() if name not in secrets}
     return {
-        "name": spec.get("name", ""),
+        "name": given,
         "image": spec.get("image", ""),
         "command": shlex.join(spec.get("command") or []),
         "env": "\n".join(f"{name}={value}" for name, value in plain.items()),

@@ -156,8 +156,11 @@ class _Telemetry:
 class FakeGpuBackend(GpuBackend):
     """``count`` simulated GPUs of ``model`` on host ``host``.
 
-    Busy GPUs (see :meth:`note_busy`) drift towards high utilization, power and temperature, idle
-    ones towards idle values, with noise. ``state_dir`` holds the fault file (None: no faults).
+    Busy GPUs (see :meth:`note_busy`) drift towards high utilization, memory used, power and
+    temperature, with noise. As NVML's, an idle GPU's utilization (the share of the last sample
+    period a kernel ran) and memory used (its processes' allocations) are 0 from its first sample
+    without an attempt; its power and temperature drift down (fake46: a drained host's GPUs read
+    38 % and 19,571 MiB after their attempt ended). ``state_dir`` holds the fault file (None: no faults).
     ``dev_dir`` (None: none) gets one stand-in device node per GPU, ``nvidia<index>``: an empty
     file of mode 0666 (as the NVIDIA driver makes its nodes), so that the process runtime's hiding
     of other GPUs' nodes works on simulated hosts too (:meth:`device_nodes`).
@@ -264,6 +267,8 @@ class FakeGpuBackend(GpuBackend):
         t.temperature = _clamp(t.temperature + 0.3 * (temp - t.temperature) + rng.gauss(0, 0.5), 20, 95)
         t.power = _clamp(t.power + 0.5 * (power - t.power) + rng.gauss(0, 5), 40, _TDP_W)
         t.memory_used = _clamp(t.memory_used + 0.7 * (mem_frac * self.memory_mb - t.memory_used), 0, self.memory_mb)
+        if not busy:  # no process on it: nothing ran, nothing is allocated (the draws above kept)
+            t.utilization = t.memory_used = 0.0
 
 
 def make_fake_nodes(dev_dir: Path, count: int) -> dict[int, str]:

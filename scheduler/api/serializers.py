@@ -1112,7 +1112,11 @@ class DrainingHostSerializer(serializers.Serializer):
     drain_now = serializers.BooleanField(help_text="drained ignoring protection")
     stops_at = serializers.DateTimeField(
         allow_null=True,
-        help_text="when the tick stops the attempt (its protection's end) and requeues the workload; null: next tick",
+        help_text="when the tick stops the attempt (its protection's end, or a scheduled drain's time) and requeues "
+        "the workload; null: next tick",
+    )
+    drains_at = serializers.DateTimeField(
+        allow_null=True, help_text="when a drain scheduled for later drains the host; null: it drains already"
     )
 
 
@@ -1200,14 +1204,19 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
 
     @extend_schema_field(DrainingHostSerializer(many=True))
     def get_draining_hosts(self, obj: Attempt) -> list[dict[str, Any]]:
-        """An open attempt's draining hosts, before its stop is issued: when the tick stops it and
-        requeues the workload (``scheduler.lifecycle.draining_hosts``, as the workload page and
-        ``fairway show``); empty otherwise."""
+        """An open attempt's draining hosts and those with a drain scheduled, before its stop is
+        issued: when the tick stops it and requeues the workload (``scheduler.lifecycle.draining_hosts``,
+        as the workload page and ``fairway show``); empty otherwise."""
         from scheduler.lifecycle import draining_hosts
 
         stamp = serializers.DateTimeField().to_representation
         return [
-            {"host": d.host, "drain_now": d.drain_now, "stops_at": d.stops_at and stamp(d.stops_at)}
+            {
+                "host": d.host,
+                "drain_now": d.drain_now,
+                "drains_at": d.drains_at and stamp(d.drains_at),
+                "stops_at": d.stops_at and stamp(d.stops_at),
+            }
             for d in draining_hosts(obj)
         ]
 

@@ -182,3 +182,23 @@ def test_an_injected_stall_reports_a_busy_gpu_at_zero_utilization(tmp_path: Path
     for _ in range(5):
         stalled = backend.sample()[1]
     assert stalled.utilization_pct > 50
+
+
+def test_a_gpu_its_attempt_left_reads_idle_at_once() -> None:
+    """fake46: a drained, empty host's fake GPUs read 38 % and 19,571 MiB at the heartbeat after
+    their attempt ended (utilization and memory drifted down from the busy values). As NVML, whose
+    utilization is the share of the last sample period a kernel ran and whose memory used is the
+    processes' allocations, a GPU no attempt holds reads 0 % and 0 MiB from its first idle sample;
+    one an attempt holds reads the load it did (temperature and power still cool down slowly)."""
+    backend = FakeGpuBackend("h1", 2, seed=1)
+    assert [(s.utilization_pct, s.memory_used_mb) for s in backend.sample()] == [(0.0, 0), (0.0, 0)]
+    backend.note_busy({0, 1})
+    for _ in range(10):
+        busy = backend.sample()
+    assert all(s.utilization_pct > 50 and s.memory_used_mb > 60000 for s in busy)
+
+    backend.note_busy({1})
+    left, held = backend.sample()
+    assert (left.utilization_pct, left.memory_used_mb) == (0.0, 0)
+    assert held.utilization_pct > 50 and held.memory_used_mb > 60000
+    assert left.power_w > 100 and left.temperature_c > 40  # it cools down over a few samples

@@ -36,7 +36,9 @@ def test_a_drain_of_its_host_is_said_on_the_workloads_page_api_and_show(
     do_set_host_state(admin, host, "draining", "kernel upgrade")
     detail = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
     stamp = attempt.protected_until.isoformat().replace("+00:00", "Z")
-    assert detail["attempts"][0]["draining_hosts"] == [{"host": host.name, "drain_now": False, "stops_at": stamp}]
+    assert detail["attempts"][0]["draining_hosts"] == [
+        {"host": host.name, "drain_now": False, "drains_at": None, "stops_at": stamp}
+    ]
 
     words = (
         f"host {host.name} is draining: this attempt is stopped when its protection ends, at "
