@@ -696,7 +696,12 @@ class QuoteArraySerializer(serializers.Serializer):
     started_by = serializers.DateTimeField(allow_null=True, help_text="when the last of those starts")
     starts_now = serializers.BooleanField(help_text="its first member would start at once")
     charge_gpu_hours = serializers.FloatField(
-        help_text="GPU-hours the protected parts of all its members would charge (members × gpus × M)"
+        help_text="GPU-hours the protected parts of all its members would charge: gpus × M each, 0 for a member "
+        "that starts unfunded at its budget's downgrade cap (as a line's charge)"
+    )
+    unfunded = serializers.IntegerField(
+        help_text="members the simulation starts unfunded at their budget's downgrade cap (charged nothing). "
+        "Absent from servers before arrayq46"
     )
     searched_until = serializers.DateTimeField(help_text="the simulated instant the search reached")
 
