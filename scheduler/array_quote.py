@@ -72,9 +72,12 @@ def array_quote(
     limits: Mapping[str, int] | None = None,
     max_runtime_s: int | None = None,
     budget_s: float = ARRAY_QUOTE_BUDGET_S,
+    waits: bool = False,
 ) -> ArrayQuote:
     """Quote ``members`` members like ``member`` (the quote's hypothetical workload with the user's
-    own ``M``), at most ``limit`` running at once, on ``snap``. Pure: reads only its arguments."""
+    own ``M``), at most ``limit`` running at once, on ``snap``; ``waits``: its ``after`` work has
+    not ended, so no member has a start and each is priced funded (as a quote line then is:
+    :func:`scheduler.sim.estimate.quote`'s ``waits``). Pure: reads only its arguments."""
     from scheduler.sim.estimate import forward_found, protected_charge
 
     ids = member_ids(members, limit)
@@ -97,6 +100,8 @@ def array_quote(
         running=running,  # type: ignore[arg-type]
         limits=own_limits,
     )
+    if waits:
+        found, unfunded = {}, frozenset()
     starts = sorted(found[wid] for wid in ids if wid in found)
     charged = sum(protected_charge(m, m.id in unfunded) for m in added)
     charged += (members - len(added)) * protected_charge(member, False)  # not searched: priced funded

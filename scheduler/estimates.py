@@ -643,16 +643,16 @@ def quote_terms(workload: Workload, snap: Any = None, *, own: bool = True) -> Qu
     if members and not own:
         notes.append(NO_OWN_ARRAY_NOTE)
     elif members and snap is not None:
-        answer = _array_answer(workload, snap, members, limit)
-        if waits_for:  # as the lines: a workload waiting on a dependency has no estimate
-            answer = replace(answer, first_start=None, last_start=None, started=0, started_by=None, starts_now=False)
+        # as the lines: a workload waiting on a dependency has no estimate, and is priced funded
+        answer = _array_answer(workload, snap, members, limit, bool(waits_for))
         notes.append(array_note(answer, bool(waits_for)))
     return QuoteTerms(waits_for, members, limit, notes, answer)
 
 
-def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None) -> ArrayQuote:
+def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None, waits: bool) -> ArrayQuote:
     """The array's starts and charge at the workload's own ``M``, from the snapshot the lines
-    simulate (:func:`scheduler.array_quote.array_quote`): the quote's member, ``members`` of it."""
+    simulate (:func:`scheduler.array_quote.array_quote`): the quote's member, ``members`` of it
+    (``waits``: its ``after`` work has not ended, so no member has a start)."""
     from scheduler.sim.estimate import QUOTE_ID
     from scheduler.snapshot import policy_workload
 
@@ -676,6 +676,7 @@ def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None
         running=running_workloads(snap),
         limits=wall_time_limits(snap),
         max_runtime_s=workload.max_runtime_s,
+        waits=waits,
     )
 
 
@@ -811,6 +812,7 @@ def do_quote(
         workload.memory_bytes,
     )
     runtimes = quote_runtimes(None if own is None else workload.min_runtime_s, workload.max_runtime_s)
+    terms = quote_terms(workload, snap, own=own is not None)
     rows = quote(
         snap,
         hypothetical,
@@ -818,6 +820,7 @@ def do_quote(
         grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
         running=running_workloads(snap, index),
         limits=wall_time_limits(snap, index),
+        waits=bool(terms.waits_for),  # no start: priced funded, never unfunded (docs/estimates.md "Quotes")
     )
     lines = [
         QuoteLine(
@@ -836,16 +839,7 @@ def do_quote(
     from scheduler.reports import ratio_texts
 
     texts = ratio_texts([line.ratio_after for line in lines])
-    terms = quote_terms(workload, snap, own=own is not None)
-    lines = [
-        replace(
-            line,
-            ratio_after_text=t,
-            estimated_start=None if terms.waits_for else line.estimated_start,
-            starts_now=line.starts_now and not terms.waits_for,
-        )
-        for line, t in zip(lines, texts, strict=True)
-    ]
+    lines = [replace(line, ratio_after_text=t) for line, t in zip(lines, texts, strict=True)]
     # One statement of each line's start for every surface (quote46: the form and the CLI each
     # worded it from the fields), with why none can come where the budget decides.
     from fairway_cli.words import quote_start_text

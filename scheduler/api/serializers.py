@@ -671,7 +671,8 @@ class QuoteLineSerializer(serializers.Serializer):
     )
     unfunded = serializers.BooleanField(
         help_text="it starts while its budget's cap (on_cap downgrade) is reached, so it runs unfunded as "
-        "unallocated work: nothing protected, charge_gpu_hours 0, ratio_after the budget's ratio now"
+        "unallocated work: nothing protected, charge_gpu_hours 0, ratio_after the budget's ratio now. False "
+        "with no estimated start (waits_for: priced as if it started funded)"
     )
     start_text = serializers.CharField(
         help_text="its start as the submit form and fairway submit --quote print it: now, the estimated start "

@@ -1206,12 +1206,15 @@ def quote(
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
     horizon: int | None = None,
+    waits: bool = False,
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: the start the forward simulation of ``snap`` with
     the workload added gives it (:func:`quote_starts`: the variants share the simulation until
     each can first act), searched for at most ``budget_s`` CPU seconds in all (then
-    ``searched_until`` says how far each got). Pure: nothing is written."""
+    ``searched_until`` says how far each got). ``waits``: the workload waits on ``after`` work
+    not ended, so no line has a start, and none is known to be unfunded: each is priced funded
+    (what it charges if it starts funded; docs/estimates.md "Quotes"). Pure: nothing is written."""
     from scheduler.policy.pass_state import PassState
 
     deadline = time.thread_time() + budget_s
@@ -1225,6 +1228,8 @@ def quote(
     starts = quote_starts(snap, variants, grace=grace, horizon=horizon, budget_s=left, running=running, limits=limits)
     out = []
     for w, found in zip(variants, starts, strict=True):
+        if waits:  # no start: nothing says it would start unfunded
+            found = QuoteStart(None, found.reached)
         commit = protected_charge(w, found.unfunded)
         ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
         out.append(Quote(w.min_runtime, found.start, commit, ratio, found.reached, found.unfunded))

@@ -1,11 +1,14 @@
 """arrayq46: the quote's corners of unfunded46 (a line that starts at a budget's downgrade cap says
 unfunded, charges 0 and leaves the ratio; docs/estimates.md "Quotes"): the whole array's charge
-follows each member's start."""
+follows each member's start, and a line with no start (it waits on ``after`` work) is priced funded."""
 
 from __future__ import annotations
 
+from django.test import Client
+
 from budgets.models import Budget
 from tests.cli.inprocess import run_cli
+from tests.web.test_pages import _form
 
 URL = "/api/v1/workloads/quote/"
 ARGV = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "2h")
@@ -35,3 +38,30 @@ def test_an_array_at_a_downgrade_cap_charges_what_its_members_would(
     Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=None)
     array = researcher_client.post(URL, submission(array="0-3"), format="json").json()["array"]
     assert (array["charge_gpu_hours"], array["unfunded"]) == (32.0, 0)
+
+
+def test_a_line_waiting_on_after_work_is_priced_funded_not_unfunded(
+    researcher, researcher_client, submission, cluster, org_tree, monkeypatch
+):
+    """A line that waits on ``after`` work has no start ("none: waits for #…"), but it kept the
+    simulation's unfunded flag: a charge of 0 and the ratio now, as if it were known to start at the
+    cap. With no start known it is priced funded: gpus × M and its commitment in the ratio, on the
+    API, the form and the CLI alike; the whole array too."""
+    _downgrade_at_zero(org_tree)
+    first = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    body = researcher_client.post(URL, submission(after=[f"{first}:ok"]), format="json").json()
+    lines = body["quotes"]
+    assert body["waits_for"] == [first]
+    assert {q["start_text"] for q in lines} == {f"none: waits for #{first}"}
+    assert not any(q["unfunded"] for q in lines)
+    assert [q["charge_gpu_hours"] for q in lines] == [4 * q["min_runtime_s"] / 3600 for q in lines]
+    ratios = [q["ratio_after"] for q in lines]
+    assert ratios == sorted(ratios) and ratios[0] < ratios[-1]  # each commitment counts
+    out = run_cli(monkeypatch, researcher, *ARGV, "--after", f"{first}:ok", "--", "python")
+    assert "(unfunded)" not in out and "8.00 GPU-h" in out and "96.00 GPU-h" in out
+    browser = Client()
+    browser.force_login(researcher)
+    page = browser.post("/submit/", {**_form(after=f"{first}:ok"), "quote": "1"}).content.decode()
+    assert "(unfunded)" not in page and "8.00 GPU-h" in page and "96.00 GPU-h" in page
+    array = researcher_client.post(URL, submission(array="0-3", after=[f"{first}:ok"]), format="json").json()["array"]
+    assert (array["first_start"], array["charge_gpu_hours"], array["unfunded"]) == (None, 32.0, 0)
