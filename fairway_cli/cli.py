@@ -938,7 +938,11 @@ def _pending_words(w: dict[str, Any]) -> str:
 def _why_short(w: dict[str, Any]) -> str:
     """:func:`_pending_words` and the estimated start: ``fairway ls``'s column, ``fairway wait``'s lines."""
     words = _pending_words(w)
-    return why_waits_text(words, w.get("estimated_start")) if w.get("state") == "pending" else words
+    return (
+        why_waits_text(words, w.get("estimated_start"), w.get("estimate_unfunded"))
+        if w.get("state") == "pending"
+        else words
+    )
 
 
 UNFINISHED_STATES = "pending,starting,running,preempting"

@@ -84,6 +84,12 @@ UNFUNDED_ATTEMPT = "this attempt runs unfunded: its budget reached its cap, so i
 the web list's mark's title."""
 
 
+UNFUNDED_ESTIMATE = "unfunded: its budget is at its cap then, so it starts neither protected nor charged"
+"""Said after a pending workload's estimated start where the estimate starts it unfunded at its
+budget's downgrade cap (the stored ``estimate_unfunded``, DESIGN.md §3.7; arrayq46: "by 14:05" read
+as a protected, charged start): its page, ``fairway show`` and the API's ``estimated_start_words``."""
+
+
 def unfunded_text(text: str, unfunded: Any) -> str:
     """``text`` followed by `` (unfunded)`` where the work runs, or would start, unfunded at its
     budget's downgrade cap (DESIGN.md §3.7: no protection, no charge; :data:`UNFUNDED_ATTEMPT` says
@@ -504,11 +510,14 @@ def rank_words(rank: int | None, siblings: int) -> str:
     return f"{ordinal_text(rank)} of {siblings}" if rank else ""
 
 
-def why_waits_text(reason: str, estimated_start: Any) -> str:
+def why_waits_text(reason: str, estimated_start: Any, unfunded: Any = False) -> str:
     """A pending workload's reason and its estimated start, as the lists (dashboard, workloads
     page) and ``fairway ls``/``wait`` write them: ``other budgets go first · by 14:05:09 UTC``
-    (words63: the CLI wrote ``…; by …``)."""
-    return f"{reason} · by {instant_text(estimated_start)}" if estimated_start else reason
+    (words63: the CLI wrote ``…; by …``), `` (unfunded)`` after it where the estimate starts it
+    unfunded at its budget's downgrade cap (the API's ``estimate_unfunded``, arrayq46)."""
+    if not estimated_start:
+        return reason
+    return f"{reason} · by {unfunded_text(instant_text(estimated_start), unfunded)}"
 
 
 def standing_heading_words(cluster: str, gpus: int, window_s: int, entitled_gpu_hours: float) -> str:

@@ -36,7 +36,9 @@ class ArrayQuote:
     its estimate when a sibling's wall-time limit frees a slot, docs/estimates.md);
     ``started``/``started_by`` say how many members start and by when.
     ``charge_gpu_hours``: what the protected parts of all its members
-    would charge (``members × gpus × M``)."""
+    would charge, each priced as a quote line is (:func:`scheduler.sim.estimate.protected_charge`):
+    ``gpus × M``, 0 for a member the simulation starts unfunded at its budget's downgrade cap
+    (``unfunded`` of them, DESIGN.md §3.7); a member not searched or not started is priced funded."""
 
     members: int
     limit: int | None
@@ -48,6 +50,7 @@ class ArrayQuote:
     charge_gpu_hours: float
     searched_until: datetime
     starts_now: bool = False
+    unfunded: int = 0
 
 
 def member_ids(members: int, limit: int | None) -> list[str]:
@@ -69,10 +72,13 @@ def array_quote(
     limits: Mapping[str, int] | None = None,
     max_runtime_s: int | None = None,
     budget_s: float = ARRAY_QUOTE_BUDGET_S,
+    waits: bool = False,
 ) -> ArrayQuote:
     """Quote ``members`` members like ``member`` (the quote's hypothetical workload with the user's
-    own ``M``), at most ``limit`` running at once, on ``snap``. Pure: reads only its arguments."""
-    from scheduler.sim.estimate import forward
+    own ``M``), at most ``limit`` running at once, on ``snap``; ``waits``: its ``after`` work has
+    not ended, so no member has a start and each is priced funded (as a quote line then is:
+    :func:`scheduler.sim.estimate.quote`'s ``waits``). Pure: reads only its arguments."""
+    from scheduler.sim.estimate import forward_found, protected_charge
 
     ids = member_ids(members, limit)
     seq = max((w.seq for w in snap.pending), default=0) + 1
@@ -86,7 +92,7 @@ def array_quote(
     own_limits = dict(limits or {})
     if max_runtime_s is not None:
         own_limits.update(dict.fromkeys(ids, max_runtime_s))
-    found, reached = forward(
+    found, reached, unfunded = forward_found(
         with_members,
         grace=grace,
         budget_s=budget_s,
@@ -94,7 +100,11 @@ def array_quote(
         running=running,  # type: ignore[arg-type]
         limits=own_limits,
     )
+    if waits:
+        found, unfunded = {}, frozenset()
     starts = sorted(found[wid] for wid in ids if wid in found)
+    charged = sum(protected_charge(m, m.id in unfunded) for m in added)
+    charged += (members - len(added)) * protected_charge(member, False)  # not searched: priced funded
 
     def instant(t: int) -> datetime:
         return datetime.fromtimestamp(t, tz=UTC)
@@ -107,9 +117,10 @@ def array_quote(
         last_start=instant(starts[-1]) if len(starts) == members else None,
         started=len(starts),
         started_by=instant(starts[-1]) if starts else None,
-        charge_gpu_hours=members * member.gpus * member.min_runtime / 3600,
+        charge_gpu_hours=charged / 3600,
         searched_until=instant(reached),
         starts_now=bool(starts) and starts[0] <= snap.now,
+        unfunded=len(unfunded & set(ids)),
     )
 
 
@@ -121,10 +132,17 @@ def array_note(q: ArrayQuote, waits: bool) -> str:
     capped = f", at most {q.limit} running at once (%{q.limit})" if q.limit else ""
     own = duration_text(q.min_runtime_s) if q.min_runtime_s else "0 (unallocated)"
     charge = gpu_time_text(q.charge_gpu_hours * 3600)  # as every charge reads (try63)
+    # the members the simulation starts unfunded at a downgrade cap charge 0, as such a line does
+    unfunded = (
+        f" ({q.unfunded} of its members {'starts' if q.unfunded == 1 else 'start'} unfunded at its budget's cap: "
+        "nothing charged for them)"
+        if q.unfunded
+        else ""
+    )
     head = (
         f"An array of {q.members} members{capped}: each line prices one member as if it were submitted alone. "
         f"The whole array, at your minimum runtime {own}, would charge {charge} for its "
-        "protected parts"
+        f"protected parts{unfunded}"
     )
     if waits:
         return f"{head}; no member has a start until its after work has ended."

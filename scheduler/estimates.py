@@ -179,6 +179,7 @@ class StoredEstimate:
     estimated_start: datetime | None
     no_start_found: bool
     estimate_told: datetime | None
+    estimate_unfunded: bool = False
 
 
 EstimateRow = Workload | StoredEstimate
@@ -194,7 +195,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     rows changed. A reservation the last tick stored (and the page shows) caps the estimate too,
     plus the grace (its room counts from the victims' release).
     Safe to run twice: it only overwrites estimates."""
-    from scheduler.sim.estimate import forward
+    from scheduler.sim.estimate import forward_found
     from scheduler.snapshot import load_snapshot
 
     cpu0 = time.thread_time()
@@ -204,10 +205,10 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     # Each pending workload's stored estimate, as plain values: its reason and detail are the
     # snapshot's (db63: the rows read again as model instances, 0.3 CPU s at 19,152 pending).
     rows = [
-        StoredEstimate(pk, start, none, told)
-        for pk, start, none, told in Workload.objects.filter(
+        StoredEstimate(pk, start, none, told, unfunded)
+        for pk, start, none, told, unfunded in Workload.objects.filter(
             cluster_id=cluster_id, state=Workload.State.PENDING
-        ).values_list("pk", "estimated_start", "no_start_found", "estimate_told")
+        ).values_list("pk", "estimated_start", "no_start_found", "estimate_told", "estimate_unfunded")
         # read by the simulation: one submitted since the snapshot was answered "no start found"
         # about a request it never read (brk46); the next run judges it
         if pk in index.pending_version
@@ -219,7 +220,8 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             stored[str(w.pk)] = int(reserved)
     # The stored reservations cap the estimates inside ``forward``: not one made before a cap of
     # its budget is reached or lifted in the simulation (Forward.reservation_stands).
-    found, reached = forward(
+    # with which starts are unfunded: allocated work its budget's downgrade cap starts as unallocated
+    found, reached, unfunded = forward_found(
         snap,
         grace=grace,
         budget_s=ESTIMATE_BUDGET_S,
@@ -248,15 +250,22 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
         # the run, and the answer outlived it ("No start within the next 7 days" once its budget
         # was released, until the next run: brk52)
         none_found = value is None and complete and estimable(*index.pending_reason[w.pk])
+        at_cap = value is not None and str(w.pk) in unfunded
         told = w.estimate_told
         if value is not None and told is None:
             # its first estimate (or its first since it left pending): what a move is judged from
             w.estimate_told = value
         elif value is not None and told is not None and abs(value - told).total_seconds() > ESTIMATE_MOVED_S:
             moved.append((w, told, value))
-        if w.estimated_start != value or w.no_start_found != none_found or w.estimate_told != told:
+        if (
+            w.estimated_start != value
+            or w.no_start_found != none_found
+            or w.estimate_told != told
+            or w.estimate_unfunded != at_cap
+        ):
             w.no_start_found = none_found
             w.estimated_start = value
+            w.estimate_unfunded = at_cap
             changed.append(w)
     _write_estimates(changed, index.pending_version)
     # the run has read the cluster's pending work as of ``now`` (coverage counts work pending since as awaiting)
@@ -285,9 +294,10 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
 
 
 def _write_estimates(changed: list[EstimateRow], versions: dict[int, int] | None = None) -> None:
-    """Write the ``estimated_start``, ``no_start_found`` and ``estimate_told`` of ``changed`` on those still pending
-    (by 500, one UPDATE each): the rows were read unlocked, and a workload canceled or started
-    since (both clear its estimate) kept the run's estimate for good with ``bulk_update``, which
+    """Write the ``estimated_start``, ``no_start_found``, ``estimate_told`` and ``estimate_unfunded``
+    of ``changed`` on those still pending (by 500, one UPDATE each): the rows were read unlocked,
+    and a workload canceled or started since (both clear its estimate) kept the run's estimate for
+    good with ``bulk_update``, which
     writes by primary key alone (brk38). On PostgreSQL the condition is read again on a row
     another transaction changed. Each value carries its column's type: a CASE of bare NULLs is
     text to PostgreSQL. ``versions``: each workload's ``spec_version`` as the simulation read it
@@ -353,21 +363,28 @@ def _update_case(chunk: list[EstimateRow], versions: dict[int, int], pending: li
                 ),
                 default=F("estimate_told"),
             ),
+            estimate_unfunded=Case(
+                *(
+                    When(pk=w.pk, **_as_read(w, versions), then=Value(w.estimate_unfunded, BooleanField()))
+                    for w in chunk
+                ),
+                default=F("estimate_unfunded"),
+            ),
         )
 
 
 def _update_pg(chunk: list[EstimateRow], versions: dict[int, int]) -> None:
     """The estimates of ``chunk`` written on PostgreSQL in one statement: the rows' ids, the
-    versions read (NULL: not known, no condition), the three values, as five arrays joined to the
+    versions read (NULL: not known, no condition), the four values, as six arrays joined to the
     table; the same conditions as the ``CASE`` form: still pending, at the version read."""
     from django.db import connection
 
     meta = Workload._meta
     column = {name: connection.ops.quote_name(meta.get_field(name).column) for name in _ESTIMATE_FIELDS}
     table, pk = connection.ops.quote_name(meta.db_table), connection.ops.quote_name(meta.pk.column)
-    written = ", ".join(f"{column[name]} = v.{name}" for name in _ESTIMATE_FIELDS[:3])
-    arrays = "unnest(%s::bigint[], %s::integer[], %s::timestamptz[], %s::boolean[], %s::timestamptz[])"
-    values = f"{arrays} AS v(id, version, {', '.join(_ESTIMATE_FIELDS[:3])})"
+    written = ", ".join(f"{column[name]} = v.{name}" for name in _ESTIMATE_FIELDS[:4])
+    arrays = "unnest(%s::bigint[], %s::integer[], %s::timestamptz[], %s::boolean[], %s::timestamptz[], %s::boolean[])"
+    values = f"{arrays} AS v(id, version, {', '.join(_ESTIMATE_FIELDS[:4])})"
     read = f"w.{column['state']} = %s AND (v.version IS NULL OR w.{column['spec_version']} = v.version)"
     sql = f"UPDATE {table} AS w SET {written} FROM {values} WHERE w.{pk} = v.id AND {read}"  # noqa: S608 - the model's names
     with connection.cursor() as cursor:
@@ -379,13 +396,14 @@ def _update_pg(chunk: list[EstimateRow], versions: dict[int, int]) -> None:
                 [w.estimated_start for w in chunk],
                 [w.no_start_found for w in chunk],
                 [w.estimate_told for w in chunk],
+                [w.estimate_unfunded for w in chunk],
                 str(Workload.State.PENDING),
             ],
         )
 
 
-_ESTIMATE_FIELDS = ("estimated_start", "no_start_found", "estimate_told", "state", "spec_version")
-"""The columns :func:`_update_pg` names: the three it writes, the two it conditions on."""
+_ESTIMATE_FIELDS = ("estimated_start", "no_start_found", "estimate_told", "estimate_unfunded", "state", "spec_version")
+"""The columns :func:`_update_pg` names: the four it writes, the two it conditions on."""
 
 
 def _as_written(moved: list[Moved], versions: dict[int, int]) -> list[Moved]:
@@ -643,16 +661,16 @@ def quote_terms(workload: Workload, snap: Any = None, *, own: bool = True) -> Qu
     if members and not own:
         notes.append(NO_OWN_ARRAY_NOTE)
     elif members and snap is not None:
-        answer = _array_answer(workload, snap, members, limit)
-        if waits_for:  # as the lines: a workload waiting on a dependency has no estimate
-            answer = replace(answer, first_start=None, last_start=None, started=0, started_by=None, starts_now=False)
+        # as the lines: a workload waiting on a dependency has no estimate, and is priced funded
+        answer = _array_answer(workload, snap, members, limit, bool(waits_for))
         notes.append(array_note(answer, bool(waits_for)))
     return QuoteTerms(waits_for, members, limit, notes, answer)
 
 
-def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None) -> ArrayQuote:
+def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None, waits: bool) -> ArrayQuote:
     """The array's starts and charge at the workload's own ``M``, from the snapshot the lines
-    simulate (:func:`scheduler.array_quote.array_quote`): the quote's member, ``members`` of it."""
+    simulate (:func:`scheduler.array_quote.array_quote`): the quote's member, ``members`` of it
+    (``waits``: its ``after`` work has not ended, so no member has a start)."""
     from scheduler.sim.estimate import QUOTE_ID
     from scheduler.snapshot import policy_workload
 
@@ -676,6 +694,7 @@ def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None
         running=running_workloads(snap),
         limits=wall_time_limits(snap),
         max_runtime_s=workload.max_runtime_s,
+        waits=waits,
     )
 
 
@@ -811,6 +830,7 @@ def do_quote(
         workload.memory_bytes,
     )
     runtimes = quote_runtimes(None if own is None else workload.min_runtime_s, workload.max_runtime_s)
+    terms = quote_terms(workload, snap, own=own is not None)
     rows = quote(
         snap,
         hypothetical,
@@ -818,6 +838,7 @@ def do_quote(
         grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
         running=running_workloads(snap, index),
         limits=wall_time_limits(snap, index),
+        waits=bool(terms.waits_for),  # no start: priced funded, never unfunded (docs/estimates.md "Quotes")
     )
     lines = [
         QuoteLine(
@@ -836,16 +857,7 @@ def do_quote(
     from scheduler.reports import ratio_texts
 
     texts = ratio_texts([line.ratio_after for line in lines])
-    terms = quote_terms(workload, snap, own=own is not None)
-    lines = [
-        replace(
-            line,
-            ratio_after_text=t,
-            estimated_start=None if terms.waits_for else line.estimated_start,
-            starts_now=line.starts_now and not terms.waits_for,
-        )
-        for line, t in zip(lines, texts, strict=True)
-    ]
+    lines = [replace(line, ratio_after_text=t) for line, t in zip(lines, texts, strict=True)]
     # One statement of each line's start for every surface (quote46: the form and the CLI each
     # worded it from the fields), with why none can come where the budget decides.
     from fairway_cli.words import quote_start_text

@@ -237,6 +237,11 @@ class Workload(models.Model):
         default=False,
         help_text="the last estimates run searched a whole window and found no start (estimated_start is then empty)",
     )
+    estimate_unfunded = models.BooleanField(
+        default=False,
+        help_text="the last estimates run starts it unfunded at estimated_start: allocated work its budget's "
+        "downgrade cap runs as unallocated (DESIGN.md §3.7); false with no estimated start",
+    )
     estimate_told = models.DateTimeField(
         null=True,
         blank=True,

@@ -1130,6 +1130,10 @@ def estimate_words(workload: Workload) -> str:
     if at is not None:
         # Never later than the reservation shown beside it (§3.8).
         why = "GPUs are reserved for it" if reserved else "if nothing else ends earlier"
+        if workload.estimate_unfunded and not reserved:  # a reservation is made for funded work
+            from fairway_cli.words import UNFUNDED_ESTIMATE
+
+            return f"By {_when(at)} at the latest ({why}), {UNFUNDED_ESTIMATE}. {start_note()}"
         return f"By {_when(at)} at the latest ({why}). {start_note()}"
     from scheduler.estimates import dependency_words, estimable
 

@@ -681,7 +681,7 @@ def _cap_estimates(changed: list[ReasonRow]) -> None:
         latest = datetime.fromtimestamp(reservation_latest(start, grace), tz=UTC)
         Workload.objects.filter(pk=r.pk, state=Workload.State.PENDING, spec_version=r.version).filter(
             Q(estimated_start__isnull=True) | Q(estimated_start__gt=latest)
-        ).update(estimated_start=latest)
+        ).update(estimated_start=latest, estimate_unfunded=False)  # a reservation is made for funded work
 
 
 def _write_reasons_pg(changed: list[ReasonRow]) -> set[int]:

@@ -671,7 +671,8 @@ class QuoteLineSerializer(serializers.Serializer):
     )
     unfunded = serializers.BooleanField(
         help_text="it starts while its budget's cap (on_cap downgrade) is reached, so it runs unfunded as "
-        "unallocated work: nothing protected, charge_gpu_hours 0, ratio_after the budget's ratio now"
+        "unallocated work: nothing protected, charge_gpu_hours 0, ratio_after the budget's ratio now. False "
+        "with no estimated start (waits_for: priced as if it started funded)"
     )
     start_text = serializers.CharField(
         help_text="its start as the submit form and fairway submit --quote print it: now, the estimated start "
@@ -696,7 +697,12 @@ class QuoteArraySerializer(serializers.Serializer):
     started_by = serializers.DateTimeField(allow_null=True, help_text="when the last of those starts")
     starts_now = serializers.BooleanField(help_text="its first member would start at once")
     charge_gpu_hours = serializers.FloatField(
-        help_text="GPU-hours the protected parts of all its members would charge (members × gpus × M)"
+        help_text="GPU-hours the protected parts of all its members would charge: gpus × M each, 0 for a member "
+        "that starts unfunded at its budget's downgrade cap (as a line's charge)"
+    )
+    unfunded = serializers.IntegerField(
+        help_text="members the simulation starts unfunded at their budget's downgrade cap (charged nothing). "
+        "Absent from servers before arrayq46"
     )
     searched_until = serializers.DateTimeField(help_text="the simulated instant the search reached")
 
@@ -944,6 +950,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "pending_drain",
             "hold",
             "estimated_start",
+            "estimate_unfunded",
             "finished_at",
             "accounting",
             "group",
@@ -972,6 +979,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "pending_reason",
             "hold",
             "estimated_start",
+            "estimate_unfunded",
             "finished_at",
             "group_id",
             "array_index",

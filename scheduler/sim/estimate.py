@@ -1081,6 +1081,37 @@ def forward(
     start before the horizon). ``stored``: the reservations the last tick stored (workload id →
     reserved start), which cap the estimates as the first pass's do (:func:`cap_by_reservations`;
     neither where a cap moves first: :meth:`Forward.reservation_stands`)."""
+    found = forward_found(
+        snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only, running=running, limits=limits, stored=stored
+    )
+    return found.starts, found.reached
+
+
+class Found(NamedTuple):
+    """:func:`forward_found`'s answer."""
+
+    starts: dict[str, int]
+    """Pending workload id → estimated start (as :func:`estimate_starts`)."""
+    reached: int
+    """The simulated instant the search reached (the horizon's end when complete)."""
+    unfunded: frozenset[str]
+    """Those of ``starts`` whose start is the simulation's first start of them and was unfunded
+    (:attr:`Forward.started_unfunded`, as :attr:`QuoteStart.unfunded`): one a reservation brings
+    earlier is funded."""
+
+
+def forward_found(
+    snap: Snapshot,
+    *,
+    grace: int = 30,
+    horizon: int | None = None,
+    budget_s: float = 20.0,
+    only: Iterable[str] | None = None,
+    running: Mapping[str, Workload] | None = None,
+    limits: Mapping[str, int] | None = None,
+    stored: Mapping[str, int | float] | None = None,
+) -> Found:
+    """:func:`forward`, with which of its starts are unfunded (:class:`Found`)."""
     with fewer_young_collections():
         return _forward(snap, grace, horizon, budget_s, only, running, limits, stored)
 
@@ -1094,7 +1125,7 @@ def _forward(
     running: Mapping[str, Workload] | None,
     limits: Mapping[str, int] | None,
     stored: Mapping[str, int | float] | None,
-) -> tuple[dict[str, int], int]:
+) -> Found:
     horizon = snap.window if horizon is None else horizon
     end = snap.now + horizon
     fw = Forward(snap, grace, running, limits, end)
@@ -1111,7 +1142,9 @@ def _forward(
     reached = end if wanted <= fw.started.keys() else fw.now
     found = cap_by_reservations(found, {k: v for k, v in (stored or {}).items() if fw.reservation_stands(k, v)}, grace)
     kept = {k: v for k, v in reserved.items() if k in wanted and fw.reservation_stands(k, v)}
-    return cap_by_reservations(found, kept, grace), reached
+    starts = cap_by_reservations(found, kept, grace)
+    unfunded = frozenset(k for k, t in starts.items() if k in fw.started_unfunded and t == fw.started.get(k))
+    return Found(starts, reached, unfunded)
 
 
 QUOTE_BUDGET_S = 0.25
@@ -1155,6 +1188,14 @@ class QuoteStart(NamedTuple):
     allocated pass, and stands only where no cap of its budget moves by then (:meth:`Forward.reservation_stands`)."""
 
 
+def protected_charge(w: Workload, unfunded: bool) -> int:
+    """The GPU-seconds ``w``'s protected part would charge its budget (DESIGN.md §3.8: ``gpus × M``);
+    0 where it starts unfunded at its budget's downgrade cap (§3.7: unfunded work is unallocated
+    work). A quote line's charge and commitment (:func:`quote`), and each member's of an array
+    (:func:`scheduler.array_quote.array_quote`)."""
+    return 0 if unfunded else w.gpus * w.min_runtime
+
+
 def quote(
     snap: Snapshot,
     workload: Workload,
@@ -1165,12 +1206,15 @@ def quote(
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
     horizon: int | None = None,
+    waits: bool = False,
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: the start the forward simulation of ``snap`` with
     the workload added gives it (:func:`quote_starts`: the variants share the simulation until
     each can first act), searched for at most ``budget_s`` CPU seconds in all (then
-    ``searched_until`` says how far each got). Pure: nothing is written."""
+    ``searched_until`` says how far each got). ``waits``: the workload waits on ``after`` work
+    not ended, so no line has a start, and none is known to be unfunded: each is priced funded
+    (what it charges if it starts funded; docs/estimates.md "Quotes"). Pure: nothing is written."""
     from scheduler.policy.pass_state import PassState
 
     deadline = time.thread_time() + budget_s
@@ -1184,7 +1228,9 @@ def quote(
     starts = quote_starts(snap, variants, grace=grace, horizon=horizon, budget_s=left, running=running, limits=limits)
     out = []
     for w, found in zip(variants, starts, strict=True):
-        commit = 0 if found.unfunded else w.gpus * w.min_runtime  # unfunded work is unallocated work
+        if waits:  # no start: nothing says it would start unfunded
+            found = QuoteStart(None, found.reached)
+        commit = protected_charge(w, found.unfunded)
         ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
         out.append(Quote(w.min_runtime, found.start, commit, ratio, found.reached, found.unfunded))
     return out

@@ -155,7 +155,7 @@ def pending_words(workload: Any) -> str:
 def why_waits(workload: Any) -> str:
     """:func:`pending_words` and the estimated start, as ``fairway ls`` writes them
     (:func:`fairway_cli.words.why_waits_text`)."""
-    return why_waits_text(pending_words(workload), workload.estimated_start)
+    return why_waits_text(pending_words(workload), workload.estimated_start, workload.estimate_unfunded)
 
 
 @register.filter
