@@ -1,7 +1,8 @@
 """arrayq46: a pending workload's stored estimate said "by 14:05" where the estimates run starts it
 unfunded at its budget's downgrade cap (DESIGN.md §3.7: neither protected nor charged). The run
 stores whether it does (``estimate_unfunded``), and the estimate's words say it: the API, the
-workload's page, ``fairway show`` and the lists (docs/estimates.md "Caps in the simulation", "Unfunded starts, stored")."""
+workload's page, ``fairway show`` and the lists (docs/estimates.md "Caps in the simulation",
+"Unfunded starts, stored")."""
 
 from __future__ import annotations
 
