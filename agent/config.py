@@ -183,6 +183,20 @@ def _non_empty(value: Any) -> str:
     return text
 
 
+def _state_dir(value: Any) -> Path:
+    """An absolute directory the OS can take: no NUL, nothing the file system's encoding cannot
+    write (a lone surrogate); YAML's ``"\\0"`` raised "embedded null byte" with a traceback at
+    startup's ``mkdir`` (brk46b)."""
+    text = _non_empty(value)
+    if "\0" in text:
+        raise ValueError("holds NUL; a directory's path cannot")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise ValueError("holds characters no path can (a lone surrogate)") from None
+    return Path(text).expanduser().absolute()
+
+
 _TOKEN_TEXT = re.compile(r"[!-~]+")
 """A host token: printable ASCII without blanks (the server's are URL-safe base64), what an HTTP
 header carries."""
@@ -219,7 +233,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     # Path("") would be the working directory. Absolute: the attempts' HOME and
     # FAIRWAY_PREEMPT_FILE are paths under it, and an attempt runs in another directory (its
     # first mount's) or changes directory itself; docker binds need absolute host paths too.
-    "state_dir": lambda v: Path(_non_empty(v)).expanduser().absolute(),
+    "state_dir": _state_dir,
     "heartbeat": _seconds(MIN_HEARTBEAT_S, MAX_HEARTBEAT_S),
     "backoff_max": _seconds(MIN_BACKOFF_MAX_S, MAX_BACKOFF_MAX_S),
     "gpu_backend": _choice(*GPU_BACKENDS),

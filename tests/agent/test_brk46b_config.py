@@ -1,0 +1,27 @@
+"""Break session 46b: the agent's own config file and environment. A value the agent cannot use
+is refused when the config is loaded, with a clear ``ConfigError``, not later: a ``state_dir``
+holding NUL raised a traceback at startup, and a ``host_name`` the server never gives a host
+(too long, a lone surrogate, a blank) was taken, then every connection's hello failed (unsendable,
+or refused by the server) and the agent reconnected for ever."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config import ConfigError, load_config
+
+BASE = {"FAIRWAY_SERVER": "ws://s:8000/ws/agent/", "FAIRWAY_TOKEN": "t"}
+
+
+@pytest.mark.parametrize(("escape", "said"), [("\\0", "holds NUL"), ("\\uD800", "a lone surrogate")])
+def test_a_state_dir_no_path_can_hold_is_refused_at_load(tmp_path: Path, escape: str, said: str) -> None:
+    # Given a config file whose state_dir holds a NUL or a lone surrogate (YAML escapes; the
+    # environment cannot carry them)
+    config = tmp_path / "agent.yaml"
+    config.write_text(f'state_dir: "/var/lib/fw{escape}x"\n')
+    # When the agent loads it, Then it is refused naming the key (the startup's mkdir raised
+    # "ValueError: embedded null byte" or a UnicodeEncodeError with a traceback)
+    with pytest.raises(ConfigError, match=rf"bad value for state_dir: .*{said}"):
+        load_config({}, config, BASE)
