@@ -20,6 +20,8 @@ from urllib.parse import urlparse
 import yaml
 
 from agent.protocol import (
+    HOST_NAME_RE,
+    HOST_NAME_RULE,
     MAX_BYTES,
     MAX_CPUS,
     MAX_GPU_MEMORY_MB,
@@ -197,6 +199,16 @@ def _state_dir(value: Any) -> Path:
     return Path(text).expanduser().absolute()
 
 
+def _host_name(value: Any) -> str:
+    """The host's name as the server registered it: its hello names it, and a name no host has
+    (too long, a blank, a lone surrogate) failed every connection's hello, the agent reconnecting
+    for ever (brk46b)."""
+    text = _non_empty(value)
+    if not HOST_NAME_RE.fullmatch(text):
+        raise ValueError(f"{HOST_NAME_RULE}, as the server registered the host")
+    return text
+
+
 _TOKEN_TEXT = re.compile(r"[!-~]+")
 """A host token: printable ASCII without blanks (the server's are URL-safe base64), what an HTTP
 header carries."""
@@ -226,7 +238,7 @@ def _isolation(value: Any) -> IsolationConfig:
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "server": _server_url,
     "token": _token,
-    "host_name": _non_empty,
+    "host_name": _host_name,
     "gpus": _at_most(MAX_HOST_GPUS, _positive_int),
     "model": _non_empty,
     "gpu_memory_mb": lambda v: None if v in (None, "") else _at_most(MAX_GPU_MEMORY_MB, _positive_int)(v),

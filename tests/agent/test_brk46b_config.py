@@ -25,3 +25,33 @@ def test_a_state_dir_no_path_can_hold_is_refused_at_load(tmp_path: Path, escape:
     # "ValueError: embedded null byte" or a UnicodeEncodeError with a traceback)
     with pytest.raises(ConfigError, match=rf"bad value for state_dir: .*{said}"):
         load_config({}, config, BASE)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["h" * 300, "h" * 129, "node\ud800", "node 1", "-node", "node\u200b", "nöde", "node/1", ".node"],
+)
+def test_a_host_name_the_server_never_gives_is_refused_at_load(name: str) -> None:
+    # Given a host name no host of the server can have (scheduler.services' rule of a join)
+    # When the agent loads it, Then it is refused with the rule, before any connection
+    with pytest.raises(
+        ConfigError, match=r"bad value for host_name: .*\(1-128 of \[A-Za-z0-9\._-\], starting alphanumeric"
+    ):
+        load_config({}, None, {**BASE, "FAIRWAY_HOST_NAME": name})
+
+
+@pytest.mark.parametrize("name", ["gpu-node-01", "n", "a" * 128, "node1.cluster.example.org", "Node_7"])
+def test_a_host_name_the_server_gives_is_taken(name: str) -> None:
+    assert load_config({}, None, {**BASE, "FAIRWAY_HOST_NAME": name}).host_name == name
+
+
+def test_the_agent_and_the_server_hold_one_host_name_rule() -> None:
+    from agent import protocol
+    from scheduler import services
+    from scheduler.scenarios import spec
+
+    assert services.HOST_NAME_RE is protocol.HOST_NAME_RE
+    assert spec.HOST_NAME_RE is protocol.HOST_NAME_RE
+    from scheduler.api.hosts import HostViewSet
+
+    assert HostViewSet.lookup_value_regex == protocol.HOST_NAME_PATTERN
