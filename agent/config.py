@@ -32,6 +32,7 @@ from agent.protocol import (
 )
 from agent.runtime.isolation import IsolationConfig
 from fairway_common import strict_yaml
+from fairway_common.gpu_text import gpu_text_problem
 
 ENV_PREFIX = "FAIRWAY_"
 GPU_BACKENDS = ("fake", "nvml")
@@ -199,6 +200,16 @@ def _state_dir(value: Any) -> Path:
     return Path(text).expanduser().absolute()
 
 
+def _model(value: Any) -> str:
+    """The simulated GPUs' model, which the hello reports: by the server's rule of a GPU's model
+    (a join's): one it refuses failed every hello, the agent heartbeating a connection that never
+    registered it (brk46b)."""
+    text = _non_empty(value)
+    if problem := gpu_text_problem(text):
+        raise ValueError(f"a GPU model {problem}")
+    return text
+
+
 def _host_name(value: Any) -> str:
     """The host's name as the server registered it: its hello names it, and a name no host has
     (too long, a blank, a lone surrogate) failed every connection's hello, the agent reconnecting
@@ -240,7 +251,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "token": _token,
     "host_name": _host_name,
     "gpus": _at_most(MAX_HOST_GPUS, _positive_int),
-    "model": _non_empty,
+    "model": _model,
     "gpu_memory_mb": lambda v: None if v in (None, "") else _at_most(MAX_GPU_MEMORY_MB, _positive_int)(v),
     # Path("") would be the working directory. Absolute: the attempts' HOME and
     # FAIRWAY_PREEMPT_FILE are paths under it, and an attempt runs in another directory (its

@@ -55,3 +55,24 @@ def test_the_agent_and_the_server_hold_one_host_name_rule() -> None:
     from scheduler.api.hosts import HostViewSet
 
     assert HostViewSet.lookup_value_regex == protocol.HOST_NAME_PATTERN
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [("M" * 65, "must be 1-64 characters"), ("H100\u200b", r"U\+200B"), ("H100\u202e", r"U\+202E")],
+)
+def test_a_model_no_gpu_can_have_is_refused_at_load(model: str, said: str) -> None:
+    # Given the simulated GPUs' model, which the hello reports: one the server refuses (a join's
+    # rule, scheduler.services._check_gpus) was taken, then every hello was answered "invalid" and
+    # the agent's heartbeats "send hello first" for as long as it ran
+    # When the agent loads it, Then it is refused with that rule, before any connection
+    with pytest.raises(ConfigError, match=rf"bad value for model: .*{said}"):
+        load_config({}, None, {**BASE, "FAIRWAY_MODEL": model})
+
+
+def test_the_agent_and_the_server_hold_one_gpu_text_rule() -> None:
+    from fairway_common import gpu_text as common
+    from scheduler import gpu_text
+
+    assert gpu_text.gpu_text_problem is common.gpu_text_problem
+    assert gpu_text.invisible_problem is common.invisible_problem
