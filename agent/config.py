@@ -20,6 +20,8 @@ from urllib.parse import urlparse
 import yaml
 
 from agent.protocol import (
+    HOST_NAME_RE,
+    HOST_NAME_RULE,
     MAX_BYTES,
     MAX_CPUS,
     MAX_GPU_MEMORY_MB,
@@ -30,6 +32,7 @@ from agent.protocol import (
 )
 from agent.runtime.isolation import IsolationConfig
 from fairway_common import strict_yaml
+from fairway_common.gpu_text import gpu_text_problem
 
 ENV_PREFIX = "FAIRWAY_"
 GPU_BACKENDS = ("fake", "nvml")
@@ -183,6 +186,40 @@ def _non_empty(value: Any) -> str:
     return text
 
 
+def _state_dir(value: Any) -> Path:
+    """An absolute directory the OS can take: no NUL, nothing the file system's encoding cannot
+    write (a lone surrogate); YAML's ``"\\0"`` raised "embedded null byte" with a traceback at
+    startup's ``mkdir`` (brk46b)."""
+    text = _non_empty(value)
+    if "\0" in text:
+        raise ValueError("holds NUL; a directory's path cannot")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise ValueError("holds characters no path can (a lone surrogate)") from None
+    return Path(text).expanduser().absolute()
+
+
+def _model(value: Any) -> str:
+    """The simulated GPUs' model, which the hello reports: by the server's rule of a GPU's model
+    (a join's): one it refuses failed every hello, the agent heartbeating a connection that never
+    registered it (brk46b)."""
+    text = _non_empty(value)
+    if problem := gpu_text_problem(text):
+        raise ValueError(f"a GPU model {problem}")
+    return text
+
+
+def _host_name(value: Any) -> str:
+    """The host's name as the server registered it: its hello names it, and a name no host has
+    (too long, a blank, a lone surrogate) failed every connection's hello, the agent reconnecting
+    for ever (brk46b)."""
+    text = _non_empty(value)
+    if not HOST_NAME_RE.fullmatch(text):
+        raise ValueError(f"{HOST_NAME_RULE}, as the server registered the host")
+    return text
+
+
 _TOKEN_TEXT = re.compile(r"[!-~]+")
 """A host token: printable ASCII without blanks (the server's are URL-safe base64), what an HTTP
 header carries."""
@@ -212,14 +249,14 @@ def _isolation(value: Any) -> IsolationConfig:
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "server": _server_url,
     "token": _token,
-    "host_name": _non_empty,
+    "host_name": _host_name,
     "gpus": _at_most(MAX_HOST_GPUS, _positive_int),
-    "model": _non_empty,
+    "model": _model,
     "gpu_memory_mb": lambda v: None if v in (None, "") else _at_most(MAX_GPU_MEMORY_MB, _positive_int)(v),
     # Path("") would be the working directory. Absolute: the attempts' HOME and
     # FAIRWAY_PREEMPT_FILE are paths under it, and an attempt runs in another directory (its
     # first mount's) or changes directory itself; docker binds need absolute host paths too.
-    "state_dir": lambda v: Path(_non_empty(v)).expanduser().absolute(),
+    "state_dir": _state_dir,
     "heartbeat": _seconds(MIN_HEARTBEAT_S, MAX_HEARTBEAT_S),
     "backoff_max": _seconds(MIN_BACKOFF_MAX_S, MAX_BACKOFF_MAX_S),
     "gpu_backend": _choice(*GPU_BACKENDS),

@@ -44,6 +44,7 @@ import dataclasses
 import inspect
 import json
 import math
+import re
 import types
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -69,6 +70,14 @@ MIN_MEMORY_BYTES = 6 << 20
 """The least memory one attempt runs in: Docker's own floor for a container (6 MiB). A workload's
 request below it is refused at submission, and so is a host's memory below it, in a ``hello`` or
 the agent's config (``memory: 64``, meant as gigabytes, is 64 bytes: every start there failed)."""
+
+HOST_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+HOST_NAME_RE = re.compile(f"^{HOST_NAME_PATTERN}$")
+"""A host's name: the one rule of a join and a registration (``scheduler.services``), a scenario
+file's hosts, the API's host URLs (:data:`HOST_NAME_PATTERN`) and the agent's ``host_name``
+(``agent.config``), whose ``hello`` must name its host."""
+HOST_NAME_RULE = "1-128 of [A-Za-z0-9._-], starting alphanumeric"
+"""What :data:`HOST_NAME_RE` asks, in words (after "a host name is")."""
 
 MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 0.05, 3600.0
 """The heartbeat periods a ``welcome`` sets, seconds (the agent's ``heartbeat`` is held to them too)."""

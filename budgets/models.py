@@ -8,10 +8,9 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from budgets.rules import Refusal, parent_problem
+from budgets.rules import Refusal, budget_name_problem, parent_problem
 from config.memo import ForgettingQuerySet, VersionedMemo
 from fairway_cli.numbers import instant_text
-from scheduler.gpu_text import invisible_problem
 
 
 class TreeMemoQuerySet(ForgettingQuerySet):
@@ -26,18 +25,6 @@ class TreeMemoQuerySet(ForgettingQuerySet):
 
 class BudgetQuerySet(TreeMemoQuerySet):
     """Bulk writes of budgets forget the kept tree (:class:`TreeMemoQuerySet`)."""
-
-
-def budget_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a budget (None: it can): a path joins names with '/', so a name
-    holding one could never be found by its path; nor an invisible or control character, by the
-    rule of every other name (``scheduler.gpu_text.invisible_problem``; brk42: ``olmo\u200b`` showed
-    as a second ``nlp/olmo`` that no path typed could name)."""
-    if not name or "/" in name or len(name) > 100:
-        return "A budget name is 1-100 characters without '/'."
-    if problem := invisible_problem(name):
-        return f"A budget name {problem}."
-    return None
 
 
 def placement_problem(name: str | None, parent: Budget | None, pk: int | None = None) -> Refusal | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from fairway_cli.numbers import instant_text
+from scheduler.gpu_text import invisible_problem
 
 Refusal = tuple[str, str, str]
 """``(code, field, message)``: a refusal's stable code, the input field it names, its sentence."""
@@ -147,3 +148,15 @@ def lone_shares_note(path: str, *, live_siblings: int, root: bool = False) -> st
         "shares change no share of a cluster (it keeps its parent's whole share). To give its work more "
         "of a cluster, change the shares of a budget above it that has siblings."
     )
+
+
+def budget_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a budget (None: it can): a path joins names with '/', so a name
+    holding one could never be found by its path; nor an invisible or control character, by the
+    rule of every other name (``scheduler.gpu_text.invisible_problem``; brk42: ``olmo\u200b`` showed
+    as a second ``nlp/olmo`` that no path typed could name)."""
+    if not name or "/" in name or len(name) > 100:
+        return "A budget name is 1-100 characters without '/'."
+    if problem := invisible_problem(name):
+        return f"A budget name {problem}."
+    return None

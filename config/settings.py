@@ -515,6 +515,16 @@ if FAIRWAY["HOST_OFFLINE_AFTER_S"] >= FAIRWAY["HOST_LOST_AFTER_S"]:
         f"FAIRWAY_HOST_LOST_AFTER_S={FAIRWAY['HOST_LOST_AFTER_S']}"
     )
 
+# An agent heartbeats every HEARTBEAT_S (its welcome says so) and nothing else keeps its host alive:
+# a period as long as the offline threshold had every host offline between heartbeats, and past the
+# lost one every attempt on every host ended lost (brk46b).
+if FAIRWAY["HEARTBEAT_S"] >= FAIRWAY["HOST_OFFLINE_AFTER_S"]:
+    raise ImproperlyConfigured(
+        f"FAIRWAY_HEARTBEAT_S={FAIRWAY['HEARTBEAT_S']:g} must be less than "
+        f"FAIRWAY_HOST_OFFLINE_AFTER_S={FAIRWAY['HOST_OFFLINE_AFTER_S']}"
+        ": every host would go offline between heartbeats"
+    )
+
 # The hosts' first normal gid (useradd's GID_MIN): the user admin refuses a lower gid or extra
 # group (a system group: disk, docker, gid 0) while no cluster allows root workloads (docs/isolation.md).
 FAIRWAY_POSIX_MIN_GID = env_int("FAIRWAY_POSIX_MIN_GID", 1000, minimum=1, maximum=2**31 - 1)

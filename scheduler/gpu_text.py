@@ -1,42 +1,16 @@
 """The one rule for text shown as a name: printable characters only (no Django: the scenario
 files' parser uses it). A GPU's UUID and model, a host's labels, a workload's name and an API
-token's name follow :func:`invisible_problem`; GPU text has its length and blanks rule besides."""
+token's name follow :func:`invisible_problem`; GPU text has its length and blanks rule besides
+(:func:`gpu_text_problem`). Those two live in :mod:`fairway_common.gpu_text`, which the agent
+applies too, and are imported here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-MAX_GPU_TEXT = 64
-"""Longest GPU UUID or model name (the columns' ``max_length``)."""
-
-
-def gpu_text_problem(value: object) -> str | None:
-    """What is wrong with ``value`` as a GPU's UUID or model name, or None: 1-64 printable
-    characters (``str.isprintable``: no control, format or other invisible character, so no NUL,
-    no lone surrogate, no zero-width space), no blank at either end. The one rule of a join, a
-    registration (``services._check_gpus``), an agent's hello (``lifecycle.hello_gpu_problem``), a
-    submission's ``gpu_model`` and a scenario file's models: a model that prints like another was
-    another model (ops35)."""
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_GPU_TEXT:
-        return f"must be 1-{MAX_GPU_TEXT} characters"
-    if problem := invisible_problem(value):
-        return problem
-    if value != value.strip():
-        return "begins or ends with a blank"
-    return None
-
-
-def invisible_problem(value: str) -> str | None:
-    """``holds an invisible or control character (U+XXXX); it must be printable text`` naming the
-    first character of ``value`` that ``str.isprintable`` refuses (a control character such as an
-    escape or NUL; a format character such as the bidirectional overrides U+202A-U+202E and
-    isolates U+2066-U+2069 or a zero-width space; a separator other than the plain space), or None.
-    Such a name shows as another on a page (``job\u202egnp.exe`` reads ``jobexe.png``)."""
-    bad = next((c for c in value if not c.isprintable()), None)
-    if bad is None:
-        return None
-    return f"holds an invisible or control character (U+{ord(bad):04X}); it must be printable text"
-
+from fairway_common.gpu_text import MAX_GPU_TEXT as MAX_GPU_TEXT
+from fairway_common.gpu_text import gpu_text_problem as gpu_text_problem
+from fairway_common.gpu_text import invisible_problem as invisible_problem
 
 MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256
 """Longest host label key and value (characters)."""

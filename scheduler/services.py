@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from accounts.models import Membership, User
 from accounts.services import archived_budget_paths, is_manager, is_member, submit_budget_paths
-from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
+from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE, MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, submission_problem
 from budgets.services import (
@@ -1918,8 +1918,6 @@ def do_hold_group(actor: User, group: Any, *, release: bool = False) -> list[int
 
 # --- hosts ---------------------------------------------------------------------------------
 
-HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
 
 def hash_host_token(token: str) -> str:
     """SHA-256 hex of a host token: what ``Host.token_hash`` stores (tokens are random, no salt needed)."""
@@ -2028,7 +2026,7 @@ def do_register_host(
     ``duplicate_gpu``, ``invalid_labels``). Records a ``registered`` HostEvent, requests a tick.
     """
     if not isinstance(name, str) or not HOST_NAME_RE.fullmatch(name):
-        raise HostError("invalid_host_name", "name", "A host name is 1-128 of [A-Za-z0-9._-], starting alphanumeric.")
+        raise HostError("invalid_host_name", "name", f"A host name is {HOST_NAME_RULE}.")
     specs = _check_gpus(gpus)
     clean_labels = check_labels(labels)
     token, digest = _new_host_token()

@@ -15,6 +15,7 @@ from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent.protocol import HOST_NAME_PATTERN
 from config.api import FairwayAPIView, FairwayViewSet
 from fairway_cli.numbers import instant_text, parse_duration_s
 from fairway_cli.words import host_reason_words
@@ -423,7 +424,7 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
 
     serializer_class = HostSerializer
     lookup_field = "name"
-    lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+    lookup_value_regex = HOST_NAME_PATTERN
     filter_backends: list = []
     pagination_class = None
 

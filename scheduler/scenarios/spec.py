@@ -7,7 +7,6 @@ problem; nothing here raises anything else on bad input.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE
 from fairway_common import strict_yaml
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem
 from scheduler.sizes import SizeError, parse_size
@@ -34,7 +34,6 @@ MAX_GPU_HOURS = 1e9  # one usage lump (.inf was an OverflowError in both backend
 MAX_DURATION_S = 3650 * 86400  # any one duration
 MAX_CLOCK_S = 100 * 365 * 86400  # how far the steps may move the clock past settings.start
 START_RANGE = (1970, 2200)  # settings.start's year
-HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # scheduler.services.HOST_NAME_RE
 MAX_BUDGET_NAME = 100  # budgets.models.budget_name_problem
 
 STEP_KINDS = {
@@ -568,9 +567,7 @@ def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
     count = _int(h["count"], file, f"{key}.count", 1, MAX_HOST_COUNT) if "count" in h else None
     longest = f"{name}{count}" if count is not None else name
     if not HOST_NAME_RE.fullmatch(name) or not HOST_NAME_RE.fullmatch(longest):
-        raise ScenarioError(
-            file, f"{key}.name", f"{longest[:140]!r}: a host name is 1-128 of [A-Za-z0-9._-], starting alphanumeric"
-        )
+        raise ScenarioError(file, f"{key}.name", f"{longest[:140]!r}: a host name is {HOST_NAME_RULE}")
     if count is not None:
         return [HostSpec(f"{name}{i}", gpus, model, cluster, dict(labels), cpus, memory) for i in range(1, count + 1)]
     return [HostSpec(name, gpus, model, cluster, labels, cpus, memory)]

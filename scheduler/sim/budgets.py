@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from budgets.rules import budget_name_problem
 from fairway_common import strict_yaml
 from scheduler.policy import Budget
 
@@ -104,8 +105,8 @@ def parse_plan(text: str, vcs: dict[str, int], *, name: str = "<budgets>") -> Bu
 
     def walk(key_node: yaml.Node, node: yaml.Node, parent: str | None) -> None:
         bname = _scalar(name, key_node, "budget name")
-        if not bname or "/" in bname:
-            raise BudgetFileError(name, _line(key_node), f"bad budget name {bname!r} (non-empty, no '/')")
+        if problem := budget_name_problem(bname):  # the service's rule (brk46b: NUL, U+200B were taken)
+            raise BudgetFileError(name, _line(key_node), f"bad budget name {bname[:120]!r}: {problem}")
         key = bname if parent is None else f"{parent}/{bname}"
         shares, children, vc_list = 1, None, None
         if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):

@@ -69,7 +69,10 @@ def test_the_largest_grace_and_heartbeat_settings_are_messages_the_protocol_carr
     from agent import protocol
     from tests.breaker.test_break26 import load_settings
 
-    conf = load_settings(monkeypatch, FAIRWAY_GRACE_PERIOD_S=str(7 * 86400), FAIRWAY_HEARTBEAT_S="3600")["FAIRWAY"]
+    longest = {"FAIRWAY_GRACE_PERIOD_S": str(7 * 86400), "FAIRWAY_HEARTBEAT_S": "3600"}
+    # a host goes offline only after a silence longer than the heartbeat period (brk46b)
+    alive = {"FAIRWAY_HOST_OFFLINE_AFTER_S": "7200", "FAIRWAY_HOST_LOST_AFTER_S": "14400"}
+    conf = load_settings(monkeypatch, **longest, **alive)["FAIRWAY"]
     protocol.encode(protocol.Stop(id=1, attempt_id=1, reason="x", grace_s=conf["GRACE_PERIOD_S"]))
     protocol.encode(protocol.Welcome(id=1, host="h", heartbeat_s=float(conf["HEARTBEAT_S"])))
 
