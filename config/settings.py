@@ -517,12 +517,14 @@ if FAIRWAY["HOST_OFFLINE_AFTER_S"] >= FAIRWAY["HOST_LOST_AFTER_S"]:
 
 # An agent heartbeats every HEARTBEAT_S (its welcome says so) and nothing else keeps its host alive:
 # a period as long as the offline threshold had every host offline between heartbeats, and past the
-# lost one every attempt on every host ended lost (brk46b).
-if FAIRWAY["HEARTBEAT_S"] >= FAIRWAY["HOST_OFFLINE_AFTER_S"]:
+# lost one every attempt on every host ended lost (brk46b). Decision: at least two heartbeats per
+# offline threshold, so one late or lost heartbeat never takes a host offline (as Kubernetes' node
+# grace period spans several status updates).
+if 2 * FAIRWAY["HEARTBEAT_S"] > FAIRWAY["HOST_OFFLINE_AFTER_S"]:
     raise ImproperlyConfigured(
-        f"FAIRWAY_HEARTBEAT_S={FAIRWAY['HEARTBEAT_S']:g} must be less than "
+        f"FAIRWAY_HEARTBEAT_S={FAIRWAY['HEARTBEAT_S']:g} must be at most half of "
         f"FAIRWAY_HOST_OFFLINE_AFTER_S={FAIRWAY['HOST_OFFLINE_AFTER_S']}"
-        ": every host would go offline between heartbeats"
+        ": a host goes offline after that much silence, so one late heartbeat would take it offline"
     )
 
 # The hosts' first normal gid (useradd's GID_MIN): the user admin refuses a lower gid or extra

@@ -18,15 +18,16 @@ from tests.breaker.test_break26 import load_settings
         {"FAIRWAY_HEARTBEAT_S": "30"},  # the default offline threshold: 30 s
         {"FAIRWAY_HEARTBEAT_S": "600"},  # past the default lost threshold too (300 s)
         {"FAIRWAY_HEARTBEAT_S": "10", "FAIRWAY_HOST_OFFLINE_AFTER_S": "5"},
+        {"FAIRWAY_HEARTBEAT_S": "15.5"},  # one late heartbeat would take the host offline
     ],
 )
 def test_a_heartbeat_period_a_host_goes_offline_in_is_refused(monkeypatch: pytest.MonkeyPatch, env: dict) -> None:
     with pytest.raises(
-        ImproperlyConfigured, match=r"FAIRWAY_HEARTBEAT_S=.* must be less than FAIRWAY_HOST_OFFLINE_AFTER_S="
+        ImproperlyConfigured, match=r"FAIRWAY_HEARTBEAT_S=.* must be at most half of FAIRWAY_HOST_OFFLINE_AFTER_S="
     ):
         load_settings(monkeypatch, **env)
 
 
 def test_a_heartbeat_period_within_the_offline_threshold_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
-    conf = load_settings(monkeypatch, FAIRWAY_HEARTBEAT_S="29.5")["FAIRWAY"]
-    assert conf["HEARTBEAT_S"] == 29.5
+    conf = load_settings(monkeypatch, FAIRWAY_HEARTBEAT_S="15")["FAIRWAY"]
+    assert conf["HEARTBEAT_S"] == 15
