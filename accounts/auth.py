@@ -2,10 +2,11 @@
 
 ``knox.auth.TokenAuthentication`` loads every token of the user on every request to delete the
 expired ones (one query per request, growing with the user's token count). Here a request checks
-only the token it presents: an expired token is deleted when presented and refused (401), as in
-knox; the user's other expired tokens are refused the same way whenever they are used, and are
-swept by ``sweep_expired_tokens`` where tokens are listed (API and web page), so what knox's sweep
-was for still holds while a request costs one query.
+only the token it presents: an expired token is deleted when presented and refused (401, code
+``token_expired``, :data:`TOKEN_EXPIRED_TEXT`), as in knox; the user's other expired tokens are
+refused the same way whenever they are used, and are swept by ``sweep_expired_tokens`` where
+tokens are listed (API and web page) and hourly by the clock, so what knox's sweep was for still
+holds while a request costs one query.
 
 **Kept per process** (issue 15): that query, the token row with its user, was ~1 ms of CPU of a
 7–12 ms request. A web process keeps the rows it read by ``token_key`` under a version
@@ -47,6 +48,9 @@ from rest_framework import exceptions
 from config.memo import VersionedMemo
 
 TOKENS = VersionedMemo("fairway:api-token-version", per_request=True)
+TOKEN_EXPIRED = "token_expired"  # noqa: S105 -- an error code, not a secret
+TOKEN_EXPIRED_TEXT = "This token has expired: run `fairway login` again (or make a new token on the tokens page)."  # noqa: S105
+"""The 401 of a token presented past its expiry (then deleted); the CLI prints it as it comes."""
 MAX_KEPT_TOKENS = 10_000
 """More token keys than this in one version: start again (a bound, not a working size)."""
 
@@ -93,19 +97,24 @@ class FairwayTokenAuthentication(TokenAuthentication):
         of a kept row with a copy of its user (the request may change or delete them)."""
         msg = _("Invalid token.")
         text = token.decode("utf-8")
+        expired = False
         for kept in kept_token_rows(text[: CONSTANTS.TOKEN_KEY_LENGTH], getattr(self, "_request", None)):
             auth_token = copy.copy(kept)
             auth_token.user = copy.copy(kept.user)
-            if self._cleanup_token(auth_token):
-                continue
             try:
                 digest = hash_token(text)
             except (TypeError, binascii.Error):
                 raise exceptions.AuthenticationFailed(msg) from None
-            if compare_digest(digest, auth_token.digest):
+            matches = compare_digest(digest, auth_token.digest)
+            if self._cleanup_token(auth_token):
+                expired = expired or matches
+                continue
+            if matches:
                 if knox_settings.AUTO_REFRESH and auth_token.expiry:
                     self.renew_token(auth_token)
                 return self.validate_user(auth_token)
+        if expired:  # this token, not a guess: say so, in words the CLI prints (tok46)
+            raise exceptions.AuthenticationFailed(TOKEN_EXPIRED_TEXT, code=TOKEN_EXPIRED)
         raise exceptions.AuthenticationFailed(msg)
 
     def _cleanup_token(self, auth_token: AuthToken) -> bool:
@@ -117,10 +126,12 @@ class FairwayTokenAuthentication(TokenAuthentication):
         return False
 
 
-def sweep_expired_tokens(user: object) -> int:
-    """Delete ``user``'s expired API tokens; returns how many (knox's per-request sweep, done where
-    the tokens are listed)."""
-    deleted, _ = AuthToken.objects.filter(user=user, expiry__lt=timezone.now()).delete()
+def sweep_expired_tokens(user: object = None) -> int:
+    """Delete ``user``'s expired API tokens (None: everybody's, the clock's hourly prune:
+    ``scheduler.tasks.prune_expired_tokens``); returns how many (knox's per-request sweep, done
+    where the tokens are listed and by the clock, so that a token never presented again goes too)."""
+    tokens = AuthToken.objects.filter(expiry__lt=timezone.now())
+    deleted, _ = (tokens if user is None else tokens.filter(user=user)).delete()
     return deleted
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from knox.models import AuthToken
 
@@ -152,6 +153,13 @@ def create_api_token(
 
 
 MAX_TOKEN_DAYS = 3650
+
+
+def login_token_expiry() -> timedelta | None:
+    """How long a login token works: ``FAIRWAY_LOGIN_TOKEN_DAYS`` days from its creation, fixed
+    (a new ``fairway login`` makes a new one); None (the setting 0): until revoked."""
+    days = settings.FAIRWAY["LOGIN_TOKEN_DAYS"]
+    return timedelta(days=days) if days else None
 
 
 def check_token_name(name: object) -> None:

@@ -449,6 +449,9 @@ FAIRWAY = {
     "AUTO_DRAIN_ON_GPU_FAULT": env_bool("FAIRWAY_AUTO_DRAIN_ON_GPU_FAULT", True),
     # Days of per-minute GPU samples kept (scheduler/metrics.py); read here so that a bad value
     # stops the process at start, not every hourly prune in a worker (try34).
+    # Days a login token (``POST /api/v1/auth/login/``, ``fairway login``) works, fixed from its
+    # creation (docs/deploy.md "API tokens"); 0: never expires. Personal tokens keep their own.
+    "LOGIN_TOKEN_DAYS": env_int("FAIRWAY_LOGIN_TOKEN_DAYS", 30, minimum=0, maximum=3650),
     "GPU_METRICS_RETENTION_DAYS": env_int("FAIRWAY_GPU_METRICS_RETENTION_DAYS", 30, minimum=1, maximum=36500),
     # Idle GPU alerts (scheduler/idle.py, docs/jobs.md "Idle GPUs"): a running attempt whose every GPU
     # reports under IDLE_UTIL_PCT % for IDLE_AFTER_S seconds is idle; its owner is told. 0 s: off.

@@ -94,6 +94,9 @@ from fairway_cli.words import (
 )
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
+NOT_LOGGED_IN_TEXT = "not logged in, or the token was revoked: run `fairway login`"
+TOKEN_EXPIRED = "token_expired"  # noqa: S105 -- an error code, not a secret
+"""The code of the server's 401 for an expired token: the CLI prints its words (they say to log in again)."""
 EXIT_TEMPFAIL = 75
 """The server is unavailable for a moment (a 503, a websocket's close 4503): try again (sysexits.h's
 ``EX_TEMPFAIL``, as sendmail and rsync; cli46: a stream's exited 1 as a refused request, an API
@@ -364,7 +367,9 @@ def answer_error(server: str, status: int, body: Any, retry_after: float | None 
     is the server unavailable for a moment: :data:`EXIT_TEMPFAIL`, said to try again
     (:func:`~fairway_cli.words.unavailable_text`, as a websocket's close 4503: :func:`_stream_refusal`)."""
     if status == 401:
-        return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
+        if fairways_error(body) and _error_code(body) == TOKEN_EXPIRED:  # the server's words (tok46)
+            return CliError(EXIT_AUTH, _error_text(status, body), TOKEN_EXPIRED)
+        return CliError(EXIT_AUTH, NOT_LOGGED_IN_TEXT)
     if status >= 500:
         if fairways_error(body):
             said, code = _error_text(status, body), _error_code(body)
@@ -1375,9 +1380,11 @@ def _stream_refusal(exc: Any, wid: int) -> CliError:
     ``fairway port-forward``: a :class:`fairway_cli.session.SessionRefused`): try60, the flag typed
     (``--attempt``) as the one-shot's refusal names it; exl61, the server's code in the one-shot's
     words (:func:`_error_text`) where the server refused."""
-    if exc.code in ("not_authenticated", "authentication_failed"):
-        return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
     said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
+    if exc.code == TOKEN_EXPIRED and exc.from_server:  # the server's words, as answer_error's (tok46)
+        return CliError(EXIT_AUTH, said, TOKEN_EXPIRED)
+    if exc.code in ("not_authenticated", "authentication_failed"):
+        return CliError(EXIT_AUTH, NOT_LOGGED_IN_TEXT)
     if exc.unavailable:  # close 4503: as an API request's 503 (answer_error; cli46: exited 1, a refusal)
         return CliError(EXIT_TEMPFAIL, unavailable_text(_workload_words(wid, said)), exc.code)
     return CliError(EXIT_API, _workload_words(wid, said), exc.code)

@@ -65,6 +65,7 @@ class Clock:
             if now >= self._next_prune:
                 self._next_prune = now + tasks.PRUNE_METRICS_EVERY_S
                 tasks.prune_gpu_metrics.send()
+                tasks.prune_expired_tokens.send()
             if now >= self._next_idle and settings.FAIRWAY["IDLE_AFTER_S"] > 0:  # idle GPU alerts (scheduler.idle)
                 self._next_idle = now + tasks.CHECK_IDLE_EVERY_S
                 tasks.check_idle.send()

@@ -357,6 +357,17 @@ def prune_gpu_metrics() -> None:
         logger.info("GPU metrics: pruned %d minute samples", deleted)
 
 
+@dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)
+def prune_expired_tokens() -> None:
+    """Delete every expired API token (``accounts.auth.sweep_expired_tokens``), asked with the GPU
+    metrics' prune: a login token of a laptop never used again goes too (tok46)."""
+    from accounts.auth import sweep_expired_tokens
+
+    deleted = sweep_expired_tokens()
+    if deleted:
+        logger.info("API tokens: deleted %d expired", deleted)
+
+
 CHECK_IDLE_EVERY_S = 60.0
 """The clock asks for :func:`check_idle` this often (seconds): the samples it reads are per minute."""
 

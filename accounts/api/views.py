@@ -23,7 +23,13 @@ from accounts.api.serializers import (
 )
 from accounts.auth import sweep_expired_tokens
 from accounts.models import Membership, User
-from accounts.services import accessible_budget_ids, create_api_token, do_create_personal_token, do_revoke_token
+from accounts.services import (
+    accessible_budget_ids,
+    create_api_token,
+    do_create_personal_token,
+    do_revoke_token,
+    login_token_expiry,
+)
 from budgets import tree_memo
 from config.api import FairwayAPIView, FairwayViewSet, prefill
 from config.errors import ServiceError
@@ -157,7 +163,8 @@ _login_answer = inline_serializer(
 
 @extend_schema(request=LoginSerializer, responses={200: _login_answer}, auth=[])
 class LoginView(FairwayAPIView):
-    """``POST {"username", "password"}`` → 200 ``{"token": "...", "expiry": null, "user": {...}}``.
+    """``POST {"username", "password"}`` → 200 ``{"token": "...", "expiry": "...", "user": {...}}``
+    (``expiry``: ``FAIRWAY_LOGIN_TOKEN_DAYS`` days on, null when that is 0).
 
     The token is shown once (only its digest is stored). Bad credentials: 400
     ``invalid_credentials``, counted for the (user name, address) pair (:class:`LoginFailureThrottle`:
@@ -182,7 +189,7 @@ class LoginView(FairwayAPIView):
         if user is None:  # the slot taken stays: the failure
             raise ServiceError("invalid_credentials", None, "Wrong username or password.")
         failures.succeeded(request)
-        instance, token = create_api_token(user)
+        instance, token = create_api_token(user, expiry=login_token_expiry())
         return Response(
             {"token": token, "expiry": instance.expiry, "user": _me(request, user)},
             status=status.HTTP_200_OK,
