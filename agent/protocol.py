@@ -142,6 +142,23 @@ class Size:
 
 
 @dataclass(frozen=True, slots=True)
+class Distinct:
+    """No two items of a list of objects share a value of any of ``fields`` (a host's GPUs: one
+    GPU named twice in a heartbeat had its health recorded twice, flipping it every heartbeat)."""
+
+    fields: tuple[str, ...]
+
+    def check(self, value: Any, path: str) -> None:
+        for name in self.fields:
+            seen: set[Any] = set()
+            for item in value:
+                key = getattr(item, name)
+                if key in seen:
+                    raise ProtocolError(ERR_INVALID, f"{path}: {name} {key!r} named twice")
+                seen.add(key)
+
+
+@dataclass(frozen=True, slots=True)
 class NoNul:
     """No NUL character (command arguments and environment entries end up in execve)."""
 
@@ -252,7 +269,7 @@ class Hello(Message):
     TYPE: ClassVar[str] = "hello"
     host: Name
     agent_version: Annotated[str, Size(64, 1)]
-    gpus: Annotated[list[GpuInfo], Size(MAX_HOST_GPUS)]
+    gpus: Annotated[list[GpuInfo], Size(MAX_HOST_GPUS), Distinct(("index", "uuid"))]
     attempts: Annotated[list[AttemptStatus], Size(4096)]
     isolation: HostIsolation | None = None
     cpus: Cpus | None = None
@@ -263,10 +280,13 @@ class Hello(Message):
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat(Message):
-    """Agent → server, every ``heartbeat_s``: GPU samples and the ids of running attempts."""
+    """Agent → server, every ``heartbeat_s``: GPU samples and the ids of running attempts.
+
+    Each GPU at most once (as ``hello``'s ``gpus``, by ``index``; there also by ``uuid``): a frame
+    naming one twice is ``invalid``."""
 
     TYPE: ClassVar[str] = "heartbeat"
-    gpus: Annotated[list[GpuSample], Size(MAX_HOST_GPUS)]
+    gpus: Annotated[list[GpuSample], Size(MAX_HOST_GPUS), Distinct(("index",))]
     running: Annotated[list[Id], Size(4096)]
 
 
