@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from agent.gpu.nvml import NvmlGpuBackend
 from agent.protocol import (
+    MAX_GPU_MEMORY_MB,
     GpuInfo,
     GpuSample,
     Heartbeat,
@@ -66,3 +68,28 @@ def test_distinct_gpus_are_still_valid() -> None:
 def test_encode_refuses_a_heartbeat_naming_one_gpu_twice() -> None:
     with pytest.raises(ProtocolError):
         encode(Heartbeat(gpus=[SAMPLE, SAMPLE], running=[]))
+
+
+def test_a_sample_using_more_memory_than_any_gpu_holds_is_invalid() -> None:
+    sample = json.loads(encode(HEARTBEAT))["gpus"][0]
+    error = _refused(_with_gpus(HEARTBEAT, [{**sample, "memory_used_mb": MAX_GPU_MEMORY_MB + 1}]))
+    assert error.code == "invalid" and "memory_used_mb" in error.message
+    assert _refused(_with_gpus(HEARTBEAT, [{**sample, "memory_used_mb": 2**40}])).code == "invalid"
+    msg = decode(_with_gpus(HEARTBEAT, [{**sample, "memory_used_mb": MAX_GPU_MEMORY_MB}]))
+    assert isinstance(msg, Heartbeat) and msg.gpus[0].memory_used_mb == MAX_GPU_MEMORY_MB
+
+
+def test_nvml_reporting_more_used_than_total_is_clipped_to_the_gpus_memory() -> None:
+    """A driver's one bad number clipped at the agent, its heartbeat (health, XIDs) still sent."""
+    from tests.agent.test_nvml_backend import FakeNvml
+
+    fake = FakeNvml()
+    fake.state[0]["used"] = 2**41
+    fake.state[1]["used"] = 90_000
+    backend = NvmlGpuBackend(fake)  # type: ignore[arg-type]
+    try:
+        samples = backend.sample()
+        assert [s.memory_used_mb for s in samples] == [81559, 81559]
+        encode(Heartbeat(gpus=samples, running=[]))
+    finally:
+        backend.close()
