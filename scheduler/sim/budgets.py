@@ -122,7 +122,7 @@ def parse_plan(text: str, vcs: dict[str, int], *, name: str = "<budgets>") -> Bu
                         name, _line(k_node), f"budget {key!r}: unknown key {k!r} (use shares, children, vcs)"
                     )
                 if k == "shares":
-                    shares = _shares(name, key, v_node)
+                    shares = read_shares(name, key, v_node)
                 elif k == "children":
                     if not isinstance(v_node, yaml.MappingNode) or not v_node.value:
                         raise BudgetFileError(
@@ -168,11 +168,13 @@ def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
 
-def _shares(name: str, key: str, node: yaml.Node) -> int:
-    """A budget's ``shares`` by a scenario file's rule and bound (``spec.int_problem``, the value
-    read as ``strict_yaml.load`` reads it: ``int()`` took ``١`` as 1 and any number of digits)."""
-    if not isinstance(node, yaml.ScalarNode):
-        raise BudgetFileError(name, _line(node), "expected a plain value for shares")
+def read_shares(name: str, key: str, node: yaml.Node) -> int:
+    """A budget's ``shares`` in a budget file or a what-if's shares file (``scheduler.sim.whatif``)
+    by a scenario file's rule and bound (``spec.int_problem``, the value read as
+    ``strict_yaml.load`` reads it: ``int()`` took ``١`` as 1 and any number of digits)."""
+    if not isinstance(node, yaml.ScalarNode):  # a list or mapping: its str() was "[ScalarNode(...)]"
+        kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+        raise BudgetFileError(name, _line(node), f"budget {key!r}: shares must be one whole number, not {kind}")
     try:
         value = strict_yaml.scalar(node, max_int=MAX_INT)
     except strict_yaml.Refused as exc:

@@ -36,3 +36,13 @@ def test_the_scenario_spec_has_no_copy_of_the_budget_name_rule() -> None:
     assert not hasattr(spec, "MAX_BUDGET_NAME")
     with pytest.raises(spec.ScenarioError, match="A budget name"):
         spec._budget_path("org/" + "x" * 101, "f", "k")
+
+
+@pytest.mark.parametrize("shares", ["١", "'7'", "99999999999999999999999"])
+def test_a_what_if_shares_file_reads_shares_by_the_same_rule(shares: str) -> None:
+    from scheduler.sim.whatif import parse_shares
+
+    budgets = list(parse_plan("org:\n  children:\n    vc-aa: {}\n", VCS).budgets)
+    with pytest.raises(BudgetFileError, match=r"line 2: budget 'vc-aa': shares"):
+        parse_shares(f"shares:\n  vc-aa: {shares}\n", budgets)
+    assert [b.shares for b in parse_shares("shares:\n  vc-aa: 1_000\n", budgets) if b.name == "vc-aa"] == [1000]
