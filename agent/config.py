@@ -113,6 +113,32 @@ def _memory_bytes(value: Any) -> int:
     return number
 
 
+MIN_LOG_MAX_BYTES = 1 << 20
+"""The least ``log_max_bytes``: 1 MiB. There is no "no cap" value: 0 kept no log at all (every 5 s
+:func:`agent.state.cap_log` dropped all of it), and a few bytes kept less than a line."""
+
+
+def _log_max_bytes(value: Any) -> int:
+    number = _whole(value)
+    if number < MIN_LOG_MAX_BYTES:
+        raise ValueError(f"must be at least {MIN_LOG_MAX_BYTES} (1 MiB); there is no unlimited")
+    return number
+
+
+DOCKER_URL_SCHEMES = ("unix", "npipe", "tcp", "http", "https")
+"""What ``docker_url`` may name: the Docker Engine API's addresses (as ``DOCKER_HOST``)."""
+
+
+def _docker_url(value: Any) -> str:
+    """The Docker Engine API address, or "" (``DOCKER_HOST`` or the default socket): ``ftp://x``
+    was taken and failed only when the docker runtime first connected."""
+    url = "" if value is None else str(value).strip()
+    scheme, sep, rest = url.partition("://")
+    if url and (not sep or scheme not in DOCKER_URL_SCHEMES or not rest or any(c.isspace() for c in url)):
+        raise ValueError("must be a unix://, npipe://, tcp://, http:// or https:// address, or empty")
+    return url
+
+
 def _at_most(most: int, parse: Callable[[Any], int]) -> Callable[[Any], int]:
     """``parse``, then at most ``most``: what the agent protocol carries (a larger value was taken,
     and every hello was then unencodable: the agent reconnected for good, brk34)."""
@@ -250,7 +276,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "server": _server_url,
     "token": _token,
     "host_name": _host_name,
-    "gpus": _at_most(MAX_HOST_GPUS, _positive_int),
+    "gpus": _at_most(MAX_HOST_GPUS, _at_least_one),  # 0 simulated GPUs: a host with nothing to schedule
     "model": _model,
     "gpu_memory_mb": lambda v: None if v in (None, "") else _at_most(MAX_GPU_MEMORY_MB, _positive_int)(v),
     # Path("") would be the working directory. Absolute: the attempts' HOME and
@@ -262,8 +288,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "gpu_backend": _choice(*GPU_BACKENDS),
     "runtime": _choice(*RUNTIMES),
     "log_level": _choice("DEBUG", "INFO", "WARNING", "ERROR"),
-    "log_max_bytes": _positive_int,
-    "docker_url": lambda v: "" if v is None else str(v).strip(),
+    "log_max_bytes": _at_most(MAX_BYTES, _log_max_bytes),
+    "docker_url": _docker_url,
     "isolation": lambda v: _isolation(v),
     "cpus": lambda v: None if v in (None, "") else _at_most(MAX_CPUS, _at_least_one)(v),
     "memory": lambda v: None if v in (None, "") else _at_most(MAX_BYTES, _memory_bytes)(v),

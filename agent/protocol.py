@@ -61,7 +61,8 @@ HOST_REMOVED_REASON = "host removed from Fairway by an admin"
 MAX_HOST_GPUS = 256
 """Most GPUs one host reports (``hello``, ``heartbeat``) or one ``start`` names; a join is held to it too."""
 MAX_GPU_MEMORY_MB = 2**31 - 1
-"""Largest GPU memory a ``hello`` reports, MiB (the server stores it in a 32-bit column)."""
+"""Largest GPU memory a ``hello`` reports, MiB (the server stores it in a 32-bit column), and the
+most a ``heartbeat``'s GPU sample reports used."""
 MAX_CPUS = 1 << 20
 """Most CPUs a ``hello`` reports or a ``start`` limits to."""
 MAX_BYTES = 1 << 62
@@ -142,6 +143,23 @@ class Size:
 
 
 @dataclass(frozen=True, slots=True)
+class Distinct:
+    """No two items of a list of objects share a value of any of ``fields`` (a host's GPUs: one
+    GPU named twice in a heartbeat had its health recorded twice, flipping it every heartbeat)."""
+
+    fields: tuple[str, ...]
+
+    def check(self, value: Any, path: str) -> None:
+        for name in self.fields:
+            seen: set[Any] = set()
+            for item in value:
+                key = getattr(item, name)
+                if key in seen:
+                    raise ProtocolError(ERR_INVALID, f"{path}: {name} {key!r} named twice")
+                seen.add(key)
+
+
+@dataclass(frozen=True, slots=True)
 class NoNul:
     """No NUL character (command arguments and environment entries end up in execve)."""
 
@@ -193,11 +211,17 @@ class GpuSample:
 
     A reading the GPU could not give (NVML's ``NOT_SUPPORTED`` on a MIG-mode GPU, a transient
     error) is ``None``: not measured, never 0 (a server before nvml56 refuses ``null``: CHANGELOG.md).
+
+    ``memory_used_mb`` is bounded as ``hello``'s ``memory_mb`` (:data:`MAX_GPU_MEMORY_MB`): more is
+    ``invalid``, as every reading out of its range. Above the GPU's own ``memory_mb`` but within
+    the bound the frame is not refused (a heartbeat carries no total, and refusing it would lose
+    the whole heartbeat's health and XIDs for one number): the agent clips the reading to the
+    GPU's total before sending it (``agent.gpu.nvml``), as it clamps the other readings.
     """
 
     index: GpuIndex
     utilization_pct: Annotated[float, Range(0.0, 100.0)] | None
-    memory_used_mb: Annotated[int, Range(0, 2**40)] | None
+    memory_used_mb: Annotated[int, Range(0, MAX_GPU_MEMORY_MB)] | None
     temperature_c: Annotated[float, Range(-100.0, 300.0)] | None
     power_w: Annotated[float, Range(0.0, 100_000.0)] | None
     ecc_uncorrected: Annotated[int, Range(0, _INT64)]
@@ -252,7 +276,7 @@ class Hello(Message):
     TYPE: ClassVar[str] = "hello"
     host: Name
     agent_version: Annotated[str, Size(64, 1)]
-    gpus: Annotated[list[GpuInfo], Size(MAX_HOST_GPUS)]
+    gpus: Annotated[list[GpuInfo], Size(MAX_HOST_GPUS), Distinct(("index", "uuid"))]
     attempts: Annotated[list[AttemptStatus], Size(4096)]
     isolation: HostIsolation | None = None
     cpus: Cpus | None = None
@@ -263,10 +287,13 @@ class Hello(Message):
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat(Message):
-    """Agent → server, every ``heartbeat_s``: GPU samples and the ids of running attempts."""
+    """Agent → server, every ``heartbeat_s``: GPU samples and the ids of running attempts.
+
+    Each GPU at most once (as ``hello``'s ``gpus``, by ``index``; there also by ``uuid``): a frame
+    naming one twice is ``invalid``."""
 
     TYPE: ClassVar[str] = "heartbeat"
-    gpus: Annotated[list[GpuSample], Size(MAX_HOST_GPUS)]
+    gpus: Annotated[list[GpuSample], Size(MAX_HOST_GPUS), Distinct(("index",))]
     running: Annotated[list[Id], Size(4096)]
 
 

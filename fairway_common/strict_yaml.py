@@ -115,6 +115,16 @@ def load(text: str, max_int: int | None = None) -> Any:
     return yaml.load(text, Loader=loader)  # noqa: S506 -- a SafeLoader subclass
 
 
+def scalar(node: yaml.ScalarNode, max_int: int | None = None) -> Any:
+    """A scalar of :func:`compose`'s tree read as :func:`load` reads it (``5`` an int, ``'5'`` and
+    ``١`` text; the same refusals): a node reader's numbers by the rule of the loaded files."""
+    loader = type("Loader", (StrictLoader,), {"max_int": max_int})("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
 def compose(text: str) -> yaml.Node | None:
     """``text``'s node tree (None for an empty document) for a reader that walks the nodes to name
     each value's line (the simulator's budget and shares files): an alias and a key given twice in

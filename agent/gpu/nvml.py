@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from agent.gpu.base import GpuBackend, GpuUnavailable
-from agent.protocol import FATAL_XIDS, GpuInfo, GpuSample, Health
+from agent.protocol import FATAL_XIDS, MAX_GPU_MEMORY_MB, GpuInfo, GpuSample, Health
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,13 @@ def classify(reading: Reading, fatal_xids: set[int] | frozenset[int]) -> Health:
 def _clamp(value: float | None, low: float, high: float) -> float | None:
     """``value`` within ``[low, high]``; None (not read) stays None."""
     return None if value is None else min(high, max(low, value))
+
+
+def _used_mb(memory: Any) -> int:
+    """NVML's memory info's ``used`` in MiB, clipped to the GPU's ``total`` and the protocol's bound
+    (agent.protocol.GpuSample: one bad number never costs a heartbeat's health data)."""
+    total = min(MAX_GPU_MEMORY_MB, max(0, int(memory.total) // (1024 * 1024)))
+    return min(total, max(0, int(memory.used) // (1024 * 1024)))
 
 
 def _load_nvml() -> ModuleType:
@@ -234,14 +241,14 @@ class NvmlGpuBackend(GpuBackend):
             # A reading NVML refuses (NOT_SUPPORTED on a MIG-mode GPU, a transient error) is None:
             # not measured. 0 % would count the GPU unused and its work idle (nvml56).
             util = self._try(lambda h=handle: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu), None)
-            used = self._try(lambda h=handle: int(nvml.nvmlDeviceGetMemoryInfo(h).used) // (1024 * 1024), None)
+            used = self._try(lambda h=handle: _used_mb(nvml.nvmlDeviceGetMemoryInfo(h)), None)
             temp = self._try(lambda h=handle: float(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)), None)
             power = self._try(lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0, None)
             samples.append(
                 GpuSample(
                     index=index,
                     utilization_pct=_clamp(util, 0.0, 100.0),
-                    memory_used_mb=None if used is None else max(0, used),
+                    memory_used_mb=used,
                     temperature_c=_clamp(temp, -100.0, 300.0),
                     power_w=_clamp(power, 0.0, 100_000.0),
                     ecc_uncorrected=max(0, reading.ecc_uncorrected),

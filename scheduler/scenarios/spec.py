@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE
+from budgets.rules import budget_name_problem
 from fairway_common import strict_yaml
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem
 from scheduler.sizes import SizeError, parse_size
@@ -34,7 +35,6 @@ MAX_GPU_HOURS = 1e9  # one usage lump (.inf was an OverflowError in both backend
 MAX_DURATION_S = 3650 * 86400  # any one duration
 MAX_CLOCK_S = 100 * 365 * 86400  # how far the steps may move the clock past settings.start
 START_RANGE = (1970, 2200)  # settings.start's year
-MAX_BUDGET_NAME = 100  # budgets.models.budget_name_problem
 
 STEP_KINDS = {
     "tick",
@@ -236,14 +236,23 @@ def _list(v: Any, file: str, key: str) -> list[Any]:
     return v
 
 
-def _int(v: Any, file: str, key: str, minimum: int = 0, maximum: int = MAX_INT) -> int:
+def int_problem(v: Any, minimum: int = 0, maximum: int = MAX_INT) -> str | None:
+    """Why ``v`` (a value as :func:`fairway_common.strict_yaml.load` reads it) is not a whole number
+    in ``[minimum, maximum]`` (None: it is): a scenario file's integers and the simulator's budget
+    file's shares (``scheduler.sim.budgets``, its scalars read by ``strict_yaml.scalar``)."""
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ScenarioError(file, key, f"{v!r} is not an integer")
+        return f"{v!r} is not an integer"
     if v < minimum:
-        raise ScenarioError(file, key, f"{v} must be >= {minimum}")
+        return f"{v} must be >= {minimum}"
     if v > maximum:
-        raise ScenarioError(file, key, f"{v} must be <= {maximum}")
-    return v
+        return f"{v} must be <= {maximum}"
+    return None
+
+
+def _int(v: Any, file: str, key: str, minimum: int = 0, maximum: int = MAX_INT) -> int:
+    if problem := int_problem(v, minimum, maximum):
+        raise ScenarioError(file, key, problem)
+    return int(v)
 
 
 def _str(v: Any, file: str, key: str) -> str:
@@ -274,10 +283,9 @@ def _budget_path(v: Any, file: str, key: str) -> str:
     """A budget's path: names of 1-100 characters joined by '/', printable text (the rule of the db
     backend's Budget, ``budgets.models.budget_name_problem``)."""
     path = _str(v, file, key)
-    if any(not 0 < len(name) <= MAX_BUDGET_NAME for name in path.split("/")):
-        raise ScenarioError(file, key, f"{path[:120]!r}: each name of a path is 1-{MAX_BUDGET_NAME} characters")
-    if problem := invisible_problem(path):
-        raise ScenarioError(file, key, f"a budget path {problem}")
+    for name in path.split("/"):
+        if problem := budget_name_problem(name):
+            raise ScenarioError(file, key, f"{path[:120]!r}: {problem}")
     return path
 
 

@@ -27,6 +27,7 @@ import yaml
 from budgets.rules import budget_name_problem
 from fairway_common import strict_yaml
 from scheduler.policy import Budget
+from scheduler.scenarios.spec import MAX_INT, int_problem
 
 NODE_KEYS = frozenset({"shares", "children", "vcs"})
 
@@ -121,15 +122,7 @@ def parse_plan(text: str, vcs: dict[str, int], *, name: str = "<budgets>") -> Bu
                         name, _line(k_node), f"budget {key!r}: unknown key {k!r} (use shares, children, vcs)"
                     )
                 if k == "shares":
-                    raw = _scalar(name, v_node, "shares")
-                    try:
-                        shares = int(raw)
-                    except ValueError:
-                        raise BudgetFileError(
-                            name, _line(v_node), f"budget {key!r}: shares {raw!r} is not a whole number"
-                        ) from None
-                    if shares < 1:
-                        raise BudgetFileError(name, _line(v_node), f"budget {key!r}: shares must be >= 1, not {shares}")
+                    shares = read_shares(name, key, v_node)
                 elif k == "children":
                     if not isinstance(v_node, yaml.MappingNode) or not v_node.value:
                         raise BudgetFileError(
@@ -173,6 +166,22 @@ def parse_plan(text: str, vcs: dict[str, int], *, name: str = "<budgets>") -> Bu
 
 def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
+
+
+def read_shares(name: str, key: str, node: yaml.Node) -> int:
+    """A budget's ``shares`` in a budget file or a what-if's shares file (``scheduler.sim.whatif``)
+    by a scenario file's rule and bound (``spec.int_problem``, the value read as
+    ``strict_yaml.load`` reads it: ``int()`` took ``١`` as 1 and any number of digits)."""
+    if not isinstance(node, yaml.ScalarNode):  # a list or mapping: its str() was "[ScalarNode(...)]"
+        kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+        raise BudgetFileError(name, _line(node), f"budget {key!r}: shares must be one whole number, not {kind}")
+    try:
+        value = strict_yaml.scalar(node, max_int=MAX_INT)
+    except strict_yaml.Refused as exc:
+        raise BudgetFileError(name, _line(node), f"budget {key!r}: shares: {exc.problem}") from None
+    if problem := int_problem(value, 1):
+        raise BudgetFileError(name, _line(node), f"budget {key!r}: shares {problem}")
+    return int(value)
 
 
 def _scalar(name: str, node: yaml.Node, what: str) -> str:

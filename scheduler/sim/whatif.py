@@ -18,7 +18,7 @@ from fairway_common import strict_yaml
 from scheduler.policy import Budget, Host
 from scheduler.policy.figures import attainment, workload_demand
 from scheduler.policy.tree import BudgetTree
-from scheduler.sim.budgets import BudgetFileError, BudgetPlan
+from scheduler.sim.budgets import BudgetFileError, BudgetPlan, read_shares
 from scheduler.sim.simulate import (
     DAY,
     T0,
@@ -64,11 +64,6 @@ class Demand:
     cluster's snapshot): those an archived budget needs to stay in its siblings' normalization."""
 
 
-MAX_SHARES = 2**31 - 1
-"""What ``Budget.shares`` (budgets/models.py, a PositiveIntegerField) holds on PostgreSQL: a
-what-if with more could never be applied through the admin form."""
-
-
 def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") -> list[Budget]:
     """Apply a shares file to ``budgets``; raises :class:`BudgetFileError` naming the line.
 
@@ -104,18 +99,7 @@ def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") ->
         if path in seen:
             raise BudgetFileError(name, line, f"budget {path!r} is given twice (also on line {seen[path]})")
         seen[path] = line
-        if not isinstance(v, yaml.ScalarNode):  # a list or mapping: its str() was "[ScalarNode(...)]"
-            kind = "a list" if isinstance(v, yaml.SequenceNode) else "a mapping"
-            raise BudgetFileError(name, line, f"budget {path!r}: shares must be one whole number, not {kind}")
-        raw = str(v.value).strip()
-        try:
-            shares = int(raw)
-        except ValueError:
-            raise BudgetFileError(name, line, f"budget {path!r}: shares {raw!r} is not a whole number") from None
-        if shares < 1:
-            raise BudgetFileError(name, line, f"budget {path!r}: shares must be >= 1, not {shares}")
-        if shares > MAX_SHARES:
-            raise BudgetFileError(name, line, f"budget {path!r}: shares must be <= {MAX_SHARES}, not {shares}")
+        shares = read_shares(name, path, v)
         new[by_path[path]] = shares
     return [replace(b, shares=new[b.key]) if b.key in new else b for b in budgets]
 

@@ -131,7 +131,7 @@ def test_budget_file_errors_name_the_line() -> None:
         "org:\n  children:\n    g:\n      shares: 2\n      children:\n        vc-aa: {}\n    x:\n      vcs: [bb]\n", vcs
     )
     assert ok.leaf_of_vc == {"aa": "org/g/vc-aa", "bb": "org/x"}
-    with pytest.raises(BudgetFileError, match=r"line 4: budget 'org/g': shares must be >= 1, not -1"):
+    with pytest.raises(BudgetFileError, match=r"line 4: budget 'org/g': shares -1 must be >= 1"):
         parse_plan("org:\n  children:\n    g:\n      shares: -1\n      vcs: [aa, bb]\n", vcs)
     with pytest.raises(BudgetFileError, match=r"line 4: budget 'org/g': unknown key 'share'"):
         parse_plan("org:\n  children:\n    g:\n      share: 1\n", vcs)
@@ -183,7 +183,7 @@ def test_bad_budget_file_writes_nothing(tmp_path: Path) -> None:
     budgets = tmp_path / "b.yaml"
     budgets.write_text("org:\n  children:\n    vc-aa:\n      shares: zero\n")
     out = tmp_path / "out"
-    with pytest.raises(CommandError, match=r"b.yaml, line 4: budget 'org/vc-aa': shares 'zero' is not a whole number"):
+    with pytest.raises(CommandError, match=r"b.yaml, line 4: budget 'org/vc-aa': shares 'zero' is not an integer"):
         call_command("simulate", "--trace", trace, "--budgets", str(budgets), "--out", str(out), "--no-progress")
     assert not out.exists()
 
