@@ -80,6 +80,12 @@ class _End:
         if self.exit_code is None and self.refused is None:
             self.refused = SessionRefused("broken", f"the connection broke: {exc}", from_server=False)
 
+    def closed(self, payload: bytes) -> None:
+        """The server closed the connection with ``payload``: a refusal met before it reads its status
+        (a 503 after the stream started keeps its status, cli46)."""
+        if self.refused is not None:
+            self.refused.closed(payload)
+
 
 def websocket_url(server: str, path: str = "/ws/exec/") -> str:
     return server.rstrip("/") + path
@@ -211,8 +217,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                 elif kind == OP_TEXT:
                     _ended(end, json.loads(payload))
                 elif kind == OP_CLOSE:
-                    if end.refused is not None:
-                        end.refused.closed(payload)
+                    end.closed(payload)
                     return
         except (OSError, WebSocketError, ValueError) as exc:
             broke(exc)
@@ -298,8 +303,7 @@ def relay_pipe(ws: WebSocket, stdin: BinaryIO, stdout: BinaryIO, stderr: BinaryI
                     else:
                         _ended(end, frame)
                 elif kind == OP_CLOSE:
-                    if end.refused is not None:
-                        end.refused.closed(payload)
+                    end.closed(payload)
                     return
         except (OSError, WebSocketError, ValueError) as exc:
             broke(exc)
