@@ -3,8 +3,8 @@ logs, budgets, hosts. Tables for people, ``--json`` for scripts (one document on
 done; a refusal prints none there, only its words on stderr and the exit code, as gh and kubectl).
 
 Exit codes: one table, :func:`exit_codes_text` (``fairway --help`` says it, README too): 0 success,
-1 refused, 2 bad usage, 3 unreachable or failed, 4 not logged in, 75 unavailable for a moment (a
-503: try again); ``fairway wait``'s own (:func:`wait_for`) and ``fairway exec``'s command's.
+1 refused, 2 bad usage, 3 unreachable or failed, 4 not logged in, 75 unavailable or throttled for a
+moment (a 503, a 429: try again); ``fairway wait``'s own (:func:`wait_for`) and ``fairway exec``'s command's.
 
 Configuration: ``$FAIRWAY_CONFIG`` or ``$XDG_CONFIG_HOME/fairway/config.json`` (default
 ``~/.config/fairway/config.json``, mode 0600) holds ``server`` and ``token``; ``$FAIRWAY_URL``
@@ -61,6 +61,9 @@ from fairway_cli.waiting import (
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
+    THROTTLED_STATUS,
+    THROTTLED_WORDS,
+    TRY_LATER_STATUSES,
     UNAVAILABLE_STATUS,
     UNAVAILABLE_TEXT,
     UNFUNDED_ATTEMPT,
@@ -86,6 +89,9 @@ from fairway_cli.words import (
     resubmitted_from_text,
     running_limit_text,
     silent_host_words,
+    throttled_text,
+    try_again_words,
+    try_later_text,
     unavailable_text,
     unfunded_text,
     unknown_budget_text,
@@ -95,7 +101,8 @@ from fairway_cli.words import (
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_TEMPFAIL = 75
-"""The server is unavailable for a moment (a 503, a websocket's close 4503): try again (sysexits.h's
+"""The server is unavailable for a moment (a 503, a websocket's close 4503) or throttles the person
+(a 429, close 4429; cli46b: exited 1 as a refusal): try again (sysexits.h's
 ``EX_TEMPFAIL``, as sendmail and rsync; cli46: a stream's exited 1 as a refused request, an API
 request's 3 as an unreachable server)."""
 _T = TypeVar("_T")
@@ -361,8 +368,9 @@ def answer_error(server: str, status: int, body: Any, retry_after: float | None 
     place the CLI reads a status. A 5xx in Fairway's error format says its detail (``exec``'s 503
     ``exec_unavailable``, 504 ``exec_timeout``: left60, was "the server failed: HTTP 503"); any other
     5xx says it did not come in Fairway's words (a proxy's 504 read like the agent's silence). A 503
-    is the server unavailable for a moment: :data:`EXIT_TEMPFAIL`, said to try again
-    (:func:`~fairway_cli.words.unavailable_text`, as a websocket's close 4503: :func:`_stream_refusal`)."""
+    is the server unavailable for a moment, a 429 the person throttled for a moment: :data:`EXIT_TEMPFAIL`,
+    said to try again (:func:`~fairway_cli.words.try_later_text`, as a websocket's close 4503 or 4429:
+    :func:`_stream_refusal`)."""
     if status == 401:
         return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
     if status >= 500:
@@ -377,6 +385,9 @@ def answer_error(server: str, status: int, body: Any, retry_after: float | None 
         if status == UNAVAILABLE_STATUS:  # for a moment: a stream's close 4503 says the same (cli46)
             return CliError(EXIT_TEMPFAIL, unavailable_text(said), code, retry_after)
         return CliError(EXIT_UNREACHABLE, said, code, retry_after)
+    if status == THROTTLED_STATUS:  # throttled for a moment: try again, as a 503 (cli46b: exited 1, a refusal)
+        said = throttled_text(_error_text(status, body), retry_after)
+        return CliError(EXIT_TEMPFAIL, said, _error_code(body), retry_after)
     if body is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
         return CliError(
             EXIT_UNREACHABLE,
@@ -1378,18 +1389,18 @@ def _stream_refusal(exc: Any, wid: int) -> CliError:
     if exc.code in ("not_authenticated", "authentication_failed"):
         return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
     said = _error_text(0, {"detail": exc.message, "code": exc.code}) if exc.from_server else exc.message
-    if exc.unavailable:  # close 4503: as an API request's 503 (answer_error; cli46: exited 1, a refusal)
-        return CliError(EXIT_TEMPFAIL, unavailable_text(_workload_words(wid, said)), exc.code)
+    if exc.unavailable:  # close 4503, 4429: as an API request's 503, 429 (answer_error; cli46, cli46b: exited 1)
+        return CliError(EXIT_TEMPFAIL, try_later_text(exc.status, _workload_words(wid, said)), exc.code)
     return CliError(EXIT_API, _workload_words(wid, said), exc.code)
 
 
 def _stream_unreached(server: str, exc: Any) -> CliError:
     """The CLI's error for a stream's websocket that could not be opened or broke (a
-    :class:`fairway_cli.wsclient.WebSocketError`): an HTTP 503 at its upgrade as an API request's 503
+    :class:`fairway_cli.wsclient.WebSocketError`): an HTTP 503 or 429 at its upgrade as an API request's
     (:func:`answer_error`), anything else the server unreachable."""
     said = f"{server}: {exc}"
-    if exc.status == UNAVAILABLE_STATUS:
-        return CliError(EXIT_TEMPFAIL, unavailable_text(said))
+    if exc.status in TRY_LATER_STATUSES:
+        return CliError(EXIT_TEMPFAIL, try_later_text(exc.status, said))
     return CliError(EXIT_UNREACHABLE, said)
 
 
@@ -2822,11 +2833,12 @@ def exit_codes_text() -> str:
     """The CLI's exit codes, its one table: ``fairway --help`` says it, and README (a test keeps
     them equal)."""
     return (
-        f"Exit codes: {EXIT_OK} success; {EXIT_API} refused by the server (4xx: its words and code);"
+        f"Exit codes: {EXIT_OK} success; {EXIT_API} refused by the server (a 4xx other than 429: its words and code);"
         f" {EXIT_USAGE} bad usage; {EXIT_UNREACHABLE} the server cannot be reached, or failed (a 5xx other than"
         " 503: the server's words when in Fairway's error format, else that something in front of it answered);"
         f" {EXIT_AUTH} not logged in; {EXIT_TEMPFAIL} {UNAVAILABLE_TEXT} (overloaded, or its database or its link"
-        f" to the agents down: nothing was wrong with the request). fairway wait (and submit --wait):"
+        f" to the agents down), or {THROTTLED_WORDS}: {try_again_words(None)}, or in the seconds it gives"
+        " (nothing was wrong with the request). fairway wait (and submit --wait):"
         f" {EXIT_NOT_SUCCEEDED} also when a workload did not succeed, {EXIT_TIMEOUT} --timeout ran out,"
         f" {EXIT_INTERRUPTED} interrupted. fairway exec: the command's own exit code once it ran ({EXIT_TIMEOUT}:"
         " killed at --timeout), which may be any of these."
