@@ -116,13 +116,17 @@ travels to an agent in one start message; a test keeps the two equal)."""
 class CliError(Exception):
     """Stops the command with ``exit_code`` after printing ``message`` to stderr."""
 
-    def __init__(self, exit_code: int, message: str, code: str = "", retry_after: float | None = None) -> None:
+    def __init__(
+        self, exit_code: int, message: str, code: str = "", retry_after: float | None = None, status: int = 0
+    ) -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.message = message
         self.code = code  # the API's error code, when the server refused
         self.retry_after = retry_after
         """Seconds the server asked to wait before asking again (a 429's or 503's ``Retry-After``)."""
+        self.status = status
+        """The HTTP status of the server's answer that stopped the command (:func:`answer_error`), 0 for none."""
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -383,11 +387,11 @@ def answer_error(server: str, status: int, body: Any, retry_after: float | None 
                 "",
             )
         if status == UNAVAILABLE_STATUS:  # for a moment: a stream's close 4503 says the same (cli46)
-            return CliError(EXIT_TEMPFAIL, unavailable_text(said), code, retry_after)
+            return CliError(EXIT_TEMPFAIL, unavailable_text(said), code, retry_after, status)
         return CliError(EXIT_UNREACHABLE, said, code, retry_after)
     if status == THROTTLED_STATUS:  # throttled for a moment: try again, as a 503 (cli46b: exited 1, a refusal)
         said = throttled_text(_error_text(status, body), retry_after)
-        return CliError(EXIT_TEMPFAIL, said, _error_code(body), retry_after)
+        return CliError(EXIT_TEMPFAIL, said, _error_code(body), retry_after, status)
     if body is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
         return CliError(
             EXIT_UNREACHABLE,
@@ -2070,7 +2074,7 @@ def wait_for(
             return fetch(todo)
         except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
             if _busy(exc):
-                raise TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None) from None
+                raise _try_later(exc) from None
             if submitted:  # with --json nothing named it before (brk55), as the first read's errors do
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
             raise
@@ -2093,17 +2097,28 @@ def wait_for(
             EXIT_INTERRUPTED, f"interrupted: stopped waiting; {going} (`fairway cancel ID` stops one)"
         ) from None
     except GaveUp as gave_up:
-        raise CliError(EXIT_UNREACHABLE, _gave_up_text(gave_up, submitted)) from None
+        raise _gave_up_error(gave_up, submitted) from None
     return _waited(args, outcome, out)
 
 
-def _gave_up_text(gave_up: GaveUp, submitted: str = "") -> str:
-    """Why a wait stopped asking a server that kept failing (``fairway_cli.waiting.Outage``)."""
+def _gave_up_error(gave_up: GaveUp, submitted: str = "") -> CliError:
+    """Why a wait stopped asking a server that kept failing (``fairway_cli.waiting.Outage``): exit 3, or
+    :data:`EXIT_TEMPFAIL` with the words to try again when the last failed poll was answered 503 or 429
+    (cli46b: a server that answered "try again later" on every poll read as one that cannot be reached)."""
     going = f"{submitted} was submitted and goes on" if submitted else "the workloads go on"
-    return (
+    text = (
         f"gave up waiting: the server failed every poll for {duration(round(gave_up.seconds))}"
         f" ({gave_up.tries} in a row; last: {gave_up.last.message}); {going}: wait again once it answers"
     )
+    if gave_up.last.status in TRY_LATER_STATUSES:
+        return CliError(EXIT_TEMPFAIL, try_later_text(gave_up.last.status, text, gave_up.last.after))
+    return CliError(EXIT_UNREACHABLE, text)
+
+
+def _try_later(exc: CliError) -> TryLater:
+    """A :func:`_busy` error as a wait's poll reads it: a failure where the server gave no ``Retry-After``."""
+    status = exc.status if exc.status in TRY_LATER_STATUSES else 0
+    return TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None, status=status)
 
 
 def _busy(exc: CliError) -> bool:
@@ -2138,9 +2153,9 @@ def _read_submitted(
             if not _busy(exc):
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
             try:
-                outage.note(TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None))
+                outage.note(_try_later(exc))
             except GaveUp as gave_up:
-                raise CliError(EXIT_UNREACHABLE, _gave_up_text(gave_up, submitted)) from None
+                raise _gave_up_error(gave_up, submitted) from None
             grown = pause * BACKOFF if failing else pause
             pause = max(min(grown, args.interval * CAP_FACTOR), exc.retry_after or 0.0)
             left = None if deadline is None else deadline - waiting.time.monotonic()
@@ -2838,7 +2853,8 @@ def exit_codes_text() -> str:
         " 503: the server's words when in Fairway's error format, else that something in front of it answered);"
         f" {EXIT_AUTH} not logged in; {EXIT_TEMPFAIL} {UNAVAILABLE_TEXT} (overloaded, or its database or its link"
         f" to the agents down), or {THROTTLED_WORDS}: {try_again_words(None)}, or in the seconds it gives"
-        " (nothing was wrong with the request). fairway wait (and submit --wait):"
+        " (nothing was wrong with the request; also a wait that gave up on such answers). fairway wait (and"
+        " submit --wait):"
         f" {EXIT_NOT_SUCCEEDED} also when a workload did not succeed, {EXIT_TIMEOUT} --timeout ran out,"
         f" {EXIT_INTERRUPTED} interrupted. fairway exec: the command's own exit code once it ran ({EXIT_TIMEOUT}:"
         " killed at --timeout), which may be any of these."
