@@ -3,8 +3,8 @@ logs, budgets, hosts. Tables for people, ``--json`` for scripts (one document on
 done; a refusal prints none there, only its words on stderr and the exit code, as gh and kubectl).
 
 Exit codes: one table, :func:`exit_codes_text` (``fairway --help`` says it, README too): 0 success,
-1 refused, 2 bad usage, 3 unreachable or failed, 4 not logged in, 75 unavailable for a moment (a
-503: try again); ``fairway wait``'s own (:func:`wait_for`) and ``fairway exec``'s command's.
+1 refused, 2 bad usage, 3 unreachable or failed, 4 not logged in, 75 unavailable or throttled for a
+moment (a 503, a 429: try again); ``fairway wait``'s own (:func:`wait_for`) and ``fairway exec``'s command's.
 
 Configuration: ``$FAIRWAY_CONFIG`` or ``$XDG_CONFIG_HOME/fairway/config.json`` (default
 ``~/.config/fairway/config.json``, mode 0600) holds ``server`` and ``token``; ``$FAIRWAY_URL``
@@ -61,6 +61,9 @@ from fairway_cli.waiting import (
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
+    THROTTLED_STATUS,
+    THROTTLED_WORDS,
+    TRY_LATER_STATUSES,
     UNAVAILABLE_STATUS,
     UNAVAILABLE_TEXT,
     UNFUNDED_ATTEMPT,
@@ -86,6 +89,9 @@ from fairway_cli.words import (
     resubmitted_from_text,
     running_limit_text,
     silent_host_words,
+    throttled_text,
+    try_again_words,
+    try_later_text,
     unavailable_text,
     unfunded_text,
     unknown_budget_text,
@@ -98,7 +104,8 @@ NOT_LOGGED_IN_TEXT = "not logged in, or the token was revoked: run `fairway logi
 TOKEN_EXPIRED = "token_expired"  # noqa: S105 -- an error code, not a secret
 """The code of the server's 401 for an expired token: the CLI prints its words (they say to log in again)."""
 EXIT_TEMPFAIL = 75
-"""The server is unavailable for a moment (a 503, a websocket's close 4503): try again (sysexits.h's
+"""The server is unavailable for a moment (a 503, a websocket's close 4503) or throttles the person
+(a 429, close 4429; cli46b: exited 1 as a refusal): try again (sysexits.h's
 ``EX_TEMPFAIL``, as sendmail and rsync; cli46: a stream's exited 1 as a refused request, an API
 request's 3 as an unreachable server)."""
 _T = TypeVar("_T")
@@ -112,13 +119,17 @@ travels to an agent in one start message; a test keeps the two equal)."""
 class CliError(Exception):
     """Stops the command with ``exit_code`` after printing ``message`` to stderr."""
 
-    def __init__(self, exit_code: int, message: str, code: str = "", retry_after: float | None = None) -> None:
+    def __init__(
+        self, exit_code: int, message: str, code: str = "", retry_after: float | None = None, status: int = 0
+    ) -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.message = message
         self.code = code  # the API's error code, when the server refused
         self.retry_after = retry_after
         """Seconds the server asked to wait before asking again (a 429's or 503's ``Retry-After``)."""
+        self.status = status
+        """The HTTP status of the server's answer that stopped the command (:func:`answer_error`), 0 for none."""
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -364,8 +375,9 @@ def answer_error(server: str, status: int, body: Any, retry_after: float | None 
     place the CLI reads a status. A 5xx in Fairway's error format says its detail (``exec``'s 503
     ``exec_unavailable``, 504 ``exec_timeout``: left60, was "the server failed: HTTP 503"); any other
     5xx says it did not come in Fairway's words (a proxy's 504 read like the agent's silence). A 503
-    is the server unavailable for a moment: :data:`EXIT_TEMPFAIL`, said to try again
-    (:func:`~fairway_cli.words.unavailable_text`, as a websocket's close 4503: :func:`_stream_refusal`)."""
+    is the server unavailable for a moment, a 429 the person throttled for a moment: :data:`EXIT_TEMPFAIL`,
+    said to try again (:func:`~fairway_cli.words.try_later_text`, as a websocket's close 4503 or 4429:
+    :func:`_stream_refusal`)."""
     if status == 401:
         if fairways_error(body) and _error_code(body) == TOKEN_EXPIRED:  # the server's words (tok46)
             return CliError(EXIT_AUTH, _error_text(status, body), TOKEN_EXPIRED)
@@ -380,8 +392,11 @@ def answer_error(server: str, status: int, body: Any, retry_after: float | None 
                 "",
             )
         if status == UNAVAILABLE_STATUS:  # for a moment: a stream's close 4503 says the same (cli46)
-            return CliError(EXIT_TEMPFAIL, unavailable_text(said), code, retry_after)
+            return CliError(EXIT_TEMPFAIL, unavailable_text(said), code, retry_after, status)
         return CliError(EXIT_UNREACHABLE, said, code, retry_after)
+    if status == THROTTLED_STATUS:  # throttled for a moment: try again, as a 503 (cli46b: exited 1, a refusal)
+        said = throttled_text(_error_text(status, body), retry_after)
+        return CliError(EXIT_TEMPFAIL, said, _error_code(body), retry_after, status)
     if body is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
         return CliError(
             EXIT_UNREACHABLE,
@@ -1385,18 +1400,18 @@ def _stream_refusal(exc: Any, wid: int) -> CliError:
         return CliError(EXIT_AUTH, said, TOKEN_EXPIRED)
     if exc.code in ("not_authenticated", "authentication_failed"):
         return CliError(EXIT_AUTH, NOT_LOGGED_IN_TEXT)
-    if exc.unavailable:  # close 4503: as an API request's 503 (answer_error; cli46: exited 1, a refusal)
-        return CliError(EXIT_TEMPFAIL, unavailable_text(_workload_words(wid, said)), exc.code)
+    if exc.unavailable:  # close 4503, 4429: as an API request's 503, 429 (answer_error; cli46, cli46b: exited 1)
+        return CliError(EXIT_TEMPFAIL, try_later_text(exc.status, _workload_words(wid, said)), exc.code)
     return CliError(EXIT_API, _workload_words(wid, said), exc.code)
 
 
 def _stream_unreached(server: str, exc: Any) -> CliError:
     """The CLI's error for a stream's websocket that could not be opened or broke (a
-    :class:`fairway_cli.wsclient.WebSocketError`): an HTTP 503 at its upgrade as an API request's 503
+    :class:`fairway_cli.wsclient.WebSocketError`): an HTTP 503 or 429 at its upgrade as an API request's
     (:func:`answer_error`), anything else the server unreachable."""
     said = f"{server}: {exc}"
-    if exc.status == UNAVAILABLE_STATUS:
-        return CliError(EXIT_TEMPFAIL, unavailable_text(said))
+    if exc.status in TRY_LATER_STATUSES:
+        return CliError(EXIT_TEMPFAIL, try_later_text(exc.status, said))
     return CliError(EXIT_UNREACHABLE, said)
 
 
@@ -2066,7 +2081,7 @@ def wait_for(
             return fetch(todo)
         except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
             if _busy(exc):
-                raise TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None) from None
+                raise _try_later(exc) from None
             if submitted:  # with --json nothing named it before (brk55), as the first read's errors do
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
             raise
@@ -2089,17 +2104,28 @@ def wait_for(
             EXIT_INTERRUPTED, f"interrupted: stopped waiting; {going} (`fairway cancel ID` stops one)"
         ) from None
     except GaveUp as gave_up:
-        raise CliError(EXIT_UNREACHABLE, _gave_up_text(gave_up, submitted)) from None
+        raise _gave_up_error(gave_up, submitted) from None
     return _waited(args, outcome, out)
 
 
-def _gave_up_text(gave_up: GaveUp, submitted: str = "") -> str:
-    """Why a wait stopped asking a server that kept failing (``fairway_cli.waiting.Outage``)."""
+def _gave_up_error(gave_up: GaveUp, submitted: str = "") -> CliError:
+    """Why a wait stopped asking a server that kept failing (``fairway_cli.waiting.Outage``): exit 3, or
+    :data:`EXIT_TEMPFAIL` with the words to try again when the last failed poll was answered 503 or 429
+    (cli46b: a server that answered "try again later" on every poll read as one that cannot be reached)."""
     going = f"{submitted} was submitted and goes on" if submitted else "the workloads go on"
-    return (
+    text = (
         f"gave up waiting: the server failed every poll for {duration(round(gave_up.seconds))}"
         f" ({gave_up.tries} in a row; last: {gave_up.last.message}); {going}: wait again once it answers"
     )
+    if gave_up.last.status in TRY_LATER_STATUSES:
+        return CliError(EXIT_TEMPFAIL, try_later_text(gave_up.last.status, text, gave_up.last.after))
+    return CliError(EXIT_UNREACHABLE, text)
+
+
+def _try_later(exc: CliError) -> TryLater:
+    """A :func:`_busy` error as a wait's poll reads it: a failure where the server gave no ``Retry-After``."""
+    status = exc.status if exc.status in TRY_LATER_STATUSES else 0
+    return TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None, status=status)
 
 
 def _busy(exc: CliError) -> bool:
@@ -2134,9 +2160,9 @@ def _read_submitted(
             if not _busy(exc):
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
             try:
-                outage.note(TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None))
+                outage.note(_try_later(exc))
             except GaveUp as gave_up:
-                raise CliError(EXIT_UNREACHABLE, _gave_up_text(gave_up, submitted)) from None
+                raise _gave_up_error(gave_up, submitted) from None
             grown = pause * BACKOFF if failing else pause
             pause = max(min(grown, args.interval * CAP_FACTOR), exc.retry_after or 0.0)
             left = None if deadline is None else deadline - waiting.time.monotonic()
@@ -2829,11 +2855,13 @@ def exit_codes_text() -> str:
     """The CLI's exit codes, its one table: ``fairway --help`` says it, and README (a test keeps
     them equal)."""
     return (
-        f"Exit codes: {EXIT_OK} success; {EXIT_API} refused by the server (4xx: its words and code);"
+        f"Exit codes: {EXIT_OK} success; {EXIT_API} refused by the server (a 4xx other than 429: its words and code);"
         f" {EXIT_USAGE} bad usage; {EXIT_UNREACHABLE} the server cannot be reached, or failed (a 5xx other than"
         " 503: the server's words when in Fairway's error format, else that something in front of it answered);"
         f" {EXIT_AUTH} not logged in; {EXIT_TEMPFAIL} {UNAVAILABLE_TEXT} (overloaded, or its database or its link"
-        f" to the agents down: nothing was wrong with the request). fairway wait (and submit --wait):"
+        f" to the agents down), or {THROTTLED_WORDS}: {try_again_words(None)}, or in the seconds it gives"
+        " (nothing was wrong with the request; also a wait that gave up on such answers). fairway wait (and"
+        " submit --wait):"
         f" {EXIT_NOT_SUCCEEDED} also when a workload did not succeed, {EXIT_TIMEOUT} --timeout ran out,"
         f" {EXIT_INTERRUPTED} interrupted. fairway exec: the command's own exit code once it ran ({EXIT_TIMEOUT}:"
         " killed at --timeout), which may be any of these."

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
 from fairway_cli import session
-from fairway_cli.words import UNAVAILABLE_STATUS, unavailable_text
+from fairway_cli.words import TRY_LATER_STATUSES, try_later_text
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
 
 PATH = "/ws/port-forward/"
@@ -160,8 +160,8 @@ def serve(
         stop.set()
 
     def refused_so(exc: session.SessionRefused) -> None:
-        if exc.unavailable:  # said; the next connection may be taken
-            say(unavailable_text(f"{exc.message} ({exc.code})"))
+        if exc.unavailable:  # said (a 503 or a 429); the next connection may be taken
+            say(try_later_text(exc.status, f"{exc.message} ({exc.code})"))
         else:
             (end_with if exc.code in FATAL else say)(exc.message)
 
@@ -175,7 +175,7 @@ def serve(
         except WebSocketError as exc:
             conn.close()
             said = f"{fwd.server}: {exc}"
-            say(unavailable_text(said) if exc.status == UNAVAILABLE_STATUS else said)
+            say(try_later_text(exc.status, said) if exc.status in TRY_LATER_STATUSES else said)
             return
         refused = relay(ws, conn)
         if refused is not None:
@@ -194,7 +194,7 @@ def serve(
                 try:  # the server's words of why (exec's: pending, held, finished)
                     fwd.check(again=True)
                 except session.SessionRefused as exc:
-                    if not exc.unavailable:  # a 503 is not why: asked again at the next poll
+                    if not exc.unavailable:  # a 503 or 429 is not why: asked again at the next poll
                         end_with(exc.message)
                 except WebSocketError:
                     pass  # unreachable for a moment: asked again at the next poll

@@ -19,7 +19,7 @@ import tty
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from fairway_cli.words import COMMAND_TOO_LONG, UNAVAILABLE_STATUS
+from fairway_cli.words import COMMAND_TOO_LONG, TRY_LATER_STATUSES
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
 
 READ_BYTES = 4096
@@ -46,8 +46,9 @@ class SessionRefused(Exception):
 
     @property
     def unavailable(self) -> bool:
-        """The server is unavailable for a moment (close 4503): the CLI says to try again."""
-        return self.status == UNAVAILABLE_STATUS
+        """The server is unavailable for a moment (close 4503) or throttles the person (close 4429:
+        ``throttled``, ``exec_busy``): the CLI says to try again (``words.try_later_text``)."""
+        return self.status in TRY_LATER_STATUSES
 
     def closed(self, payload: bytes) -> None:
         """The close frame's ``payload`` that followed the refusal: its status, if it says one."""

@@ -22,7 +22,8 @@ CAP_FACTOR = 15
 """… up to this many times the first pause (2 s → 30 s): a wait of hours polls twice a minute."""
 
 GIVE_UP_S = 900.0
-"""A wait gives up (exit 3) once every poll has failed for this long (15 min) …"""
+"""A wait gives up (exit 3; 75 when the last failed poll was answered 503 or 429, cli46b) once every poll
+has failed for this long (15 min) …"""
 GIVE_UP_TRIES = 5
 """… and at least this many polls in a row: a server restart or a network blip is outlived, a
 server that keeps failing (HTTP 500 on every poll) is not asked forever (left56). A busy server
@@ -36,13 +37,17 @@ class TryLater(Exception):  # noqa: N818 -- a signal to the loop, not an error t
     ``Retry-After`` seconds, when it sent one) or cannot be reached for now. The loop waits and
     polls again; the workloads go on meanwhile."""
 
-    def __init__(self, message: str, after: float | None = None, *, failed: bool = False) -> None:
+    def __init__(self, message: str, after: float | None = None, *, failed: bool = False, status: int = 0) -> None:
         super().__init__(message)
         self.message = message
         self.after = after
         self.failed = failed
         """The server failed (a 5xx without ``Retry-After``) or could not be reached: counts toward
         :class:`Outage`'s giving up, where a busy answer does not."""
+        self.status = status
+        """The status of the server's answer to try again later (a 503, a 429), 0 for any other: a wait
+        that gives up on such answers says to try again (exit 75), not that the server is unreachable
+        (cli46b)."""
 
 
 class GaveUp(Exception):  # noqa: N818 -- the loop's end, worded by the caller

@@ -65,6 +65,35 @@ def unavailable_text(said: str) -> str:
     return f"{said}\n  {UNAVAILABLE_TEXT}"
 
 
+THROTTLED_STATUS = 429
+"""The status of a person's requests or sessions throttled for a moment: an API request's 429
+(``throttled``: the request rate, ``FAIRWAY_THROTTLE_*``; ``exec_busy``: the commands and sessions at
+once), a websocket's close 4429 or its upgrade's HTTP 429."""
+THROTTLED_WORDS = "your requests or sessions are over the server's limit for a moment (429)"
+"""What the CLI says wherever a server answers 429, before when to try again (:func:`throttled_text`):
+nothing was wrong with the request; the CLI exits ``EXIT_TEMPFAIL`` (75), as for a 503 (cli46b)."""
+TRY_LATER_STATUSES = (UNAVAILABLE_STATUS, THROTTLED_STATUS)
+"""The statuses that say "try again later" (exit 75): a 503 and a 429, each in its one wording
+(:func:`try_later_text`)."""
+
+
+def try_again_words(retry_after: float | None) -> str:
+    """When to try again: in the server's ``Retry-After`` seconds, when it gave them."""
+    return f"try again in {round(retry_after)} s" if retry_after else "try again shortly"
+
+
+def throttled_text(said: str, retry_after: float | None = None) -> str:
+    """A 429's words as the CLI says them (``said``: the server's words and code), then
+    :data:`THROTTLED_WORDS` and when to try again (:func:`try_again_words`) on a line of its own."""
+    return f"{said}\n  {THROTTLED_WORDS}: {try_again_words(retry_after)}"
+
+
+def try_later_text(status: int, said: str, retry_after: float | None = None) -> str:
+    """The words of a ``status`` of :data:`TRY_LATER_STATUSES`: a 429's (:func:`throttled_text`) or a
+    503's (:func:`unavailable_text`)."""
+    return throttled_text(said, retry_after) if status == THROTTLED_STATUS else unavailable_text(said)
+
+
 def in_flags(message: str) -> str:
     """A server's ``message`` as the CLI says it: each field it names the flag that sets it
     (:data:`FLAG_OF_FIELD`)."""

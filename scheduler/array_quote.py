@@ -77,7 +77,8 @@ def array_quote(
     """Quote ``members`` members like ``member`` (the quote's hypothetical workload with the user's
     own ``M``), at most ``limit`` running at once, on ``snap``; ``waits``: its ``after`` work has
     not ended, so no member has a start and each is priced funded (as a quote line then is:
-    :func:`scheduler.sim.estimate.quote`'s ``waits``). Pure: reads only its arguments."""
+    :func:`scheduler.sim.estimate.quote`'s ``waits``), and no simulation runs (``searched_until``: the
+    window's end). Pure: reads only its arguments."""
     from scheduler.sim.estimate import forward_found, protected_charge
 
     ids = member_ids(members, limit)
@@ -92,16 +93,18 @@ def array_quote(
     own_limits = dict(limits or {})
     if max_runtime_s is not None:
         own_limits.update(dict.fromkeys(ids, max_runtime_s))
-    found, reached, unfunded = forward_found(
-        with_members,
-        grace=grace,
-        budget_s=budget_s,
-        only=ids,
-        running=running,  # type: ignore[arg-type]
-        limits=own_limits,
-    )
-    if waits:
-        found, unfunded = {}, frozenset()
+    if waits:  # no member has a start: no simulation (cli46b: one ran, its starts thrown away), none unfunded
+        found: dict[str, int] = {}
+        reached, unfunded = snap.now + snap.window, frozenset[str]()
+    else:
+        found, reached, unfunded = forward_found(
+            with_members,
+            grace=grace,
+            budget_s=budget_s,
+            only=ids,
+            running=running,  # type: ignore[arg-type]
+            limits=own_limits,
+        )
     starts = sorted(found[wid] for wid in ids if wid in found)
     charged = sum(protected_charge(m, m.id in unfunded) for m in added)
     charged += (members - len(added)) * protected_charge(member, False)  # not searched: priced funded

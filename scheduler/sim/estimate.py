@@ -1214,7 +1214,8 @@ def quote(
     each can first act), searched for at most ``budget_s`` CPU seconds in all (then
     ``searched_until`` says how far each got). ``waits``: the workload waits on ``after`` work
     not ended, so no line has a start, and none is known to be unfunded: each is priced funded
-    (what it charges if it starts funded; docs/estimates.md "Quotes"). Pure: nothing is written."""
+    (what it charges if it starts funded; docs/estimates.md "Quotes"), and no simulation runs
+    (``searched_until``: the horizon's end). Pure: nothing is written."""
     from scheduler.policy.pass_state import PassState
 
     deadline = time.thread_time() + budget_s
@@ -1224,12 +1225,16 @@ def quote(
         replace(workload, id=QUOTE_ID, min_runtime=m, submitted_at=snap.now, seq=seq)
         for m in dict.fromkeys(minimum_runtimes)
     ]
-    left = deadline - time.thread_time()
-    starts = quote_starts(snap, variants, grace=grace, horizon=horizon, budget_s=left, running=running, limits=limits)
+    if waits:  # no start to search for: no simulation (cli46b: one ran, its starts thrown away), none unfunded
+        end = snap.now + (snap.window if horizon is None else horizon)
+        starts = [QuoteStart(None, end)] * len(variants)
+    else:
+        left = deadline - time.thread_time()
+        starts = quote_starts(
+            snap, variants, grace=grace, horizon=horizon, budget_s=left, running=running, limits=limits
+        )
     out = []
     for w, found in zip(variants, starts, strict=True):
-        if waits:  # no start: nothing says it would start unfunded
-            found = QuoteStart(None, found.reached)
         commit = protected_charge(w, found.unfunded)
         ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
         out.append(Quote(w.min_runtime, found.start, commit, ratio, found.reached, found.unfunded))
