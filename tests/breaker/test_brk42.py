@@ -261,7 +261,11 @@ def test_an_estimate_flipping_back_and_forth_notifies_once_an_hour(hosts, resear
     Workload.objects.filter(pk=w.pk).update(estimated_start=a, estimate_told=a)  # given A by a run
 
     def run(start: datetime) -> None:  # an estimate run whose simulation finds ``start`` for w
-        monkeypatch.setattr(sim_estimate, "forward", lambda *_a, **_k: ({str(w.pk): start.timestamp()}, 1e12))
+        monkeypatch.setattr(
+            sim_estimate,
+            "forward_found",
+            lambda *_a, **_k: sim_estimate.Found({str(w.pk): start.timestamp()}, 1e12, frozenset()),
+        )
         store_estimates(w.cluster_id, datetime.now(UTC))
 
     for _ in range(3):  # the flood: A -> B, B -> A, ...

@@ -18,7 +18,11 @@ def _estimates_run(monkeypatch: Any, w: Workload, start: datetime) -> None:
     import scheduler.sim.estimate as sim_estimate
     from scheduler.estimates import store_estimates
 
-    monkeypatch.setattr(sim_estimate, "forward", lambda *_a, **_k: ({str(w.pk): start.timestamp()}, 1e12))
+    monkeypatch.setattr(
+        sim_estimate,
+        "forward_found",
+        lambda *_a, **_k: sim_estimate.Found({str(w.pk): start.timestamp()}, 1e12, frozenset()),
+    )
     store_estimates(w.cluster_id, datetime.now(UTC))
 
 

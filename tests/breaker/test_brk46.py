@@ -126,7 +126,7 @@ def test_an_estimate_move_of_the_old_request_is_not_told(
     from tests.api.fair_share_setup import olmo_waits_for_visions_protection
 
     waiting = olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs)
-    real = sim_estimate.forward
+    real = sim_estimate.forward_found
     told: list[int] = []
     real_notify = estimates._notify_moved
 
@@ -139,7 +139,7 @@ def test_an_estimate_move_of_the_old_request_is_not_told(
         told.extend(w.pk for w, _old, _new in moved)
         return real_notify(moved)
 
-    monkeypatch.setattr(sim_estimate, "forward", forward_then_update)
+    monkeypatch.setattr(sim_estimate, "forward_found", forward_then_update)
     monkeypatch.setattr(estimates, "_notify_moved", notify)
     far = timezone.now() + timedelta(days=3)  # the stored estimate the run moves by more than an hour
     Workload.objects.filter(pk=waiting.pk).update(estimated_start=far)

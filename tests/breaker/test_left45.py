@@ -20,12 +20,12 @@ def _estimates_run(monkeypatch: Any, starts: dict[int, datetime], during: Any = 
     import scheduler.sim.estimate as sim_estimate
     from scheduler.estimates import store_estimates
 
-    def forward(*_a: Any, **_k: Any) -> tuple[dict[str, float], float]:
+    def forward(*_a: Any, **_k: Any) -> sim_estimate.Found:
         if during is not None:
             during()
-        return {str(pk): at.timestamp() for pk, at in starts.items()}, 1e12
+        return sim_estimate.Found({str(pk): at.timestamp() for pk, at in starts.items()}, 1e12, frozenset())
 
-    monkeypatch.setattr(sim_estimate, "forward", forward)
+    monkeypatch.setattr(sim_estimate, "forward_found", forward)
     cluster_id = Workload.objects.get(pk=next(iter(starts))).cluster_id
     store_estimates(cluster_id, datetime.now(UTC))
 

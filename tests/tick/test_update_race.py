@@ -151,19 +151,19 @@ def test_an_estimate_of_the_old_request_is_not_stored(
     from tests.api.fair_share_setup import olmo_waits_for_visions_protection
 
     waiting = olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs)
-    real = sim_estimate.forward
+    real = sim_estimate.forward_found
 
     def forward_then_update(*args: Any, **kwargs: Any) -> Any:
         found = real(*args, **kwargs)
         do_update_workload(researcher, Workload.objects.get(pk=waiting.pk), {"gpu_count": 4})
         return found
 
-    monkeypatch.setattr(sim_estimate, "forward", forward_then_update)
+    monkeypatch.setattr(sim_estimate, "forward_found", forward_then_update)
     Workload.objects.filter(pk=waiting.pk).update(estimated_start=None)  # as a fresh submission has
     store_estimates(cluster.pk, timezone.now())
 
     row = Workload.objects.get(pk=waiting.pk)
     assert (row.gpu_count, row.estimated_start) == (4, None)
-    monkeypatch.setattr(sim_estimate, "forward", real)
+    monkeypatch.setattr(sim_estimate, "forward_found", real)
     store_estimates(cluster.pk, timezone.now())
     assert Workload.objects.get(pk=waiting.pk).estimated_start is not None
