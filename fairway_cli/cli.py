@@ -102,6 +102,9 @@ from fairway_cli.words import (
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 NOT_LOGGED_IN_TEXT = "not logged in, or the token was revoked: run `fairway login`"
 TOKEN_EXPIRED = "token_expired"  # noqa: S105 -- an error code, not a secret
+SUBMIT_LIMIT = "too_many_submitted"
+"""The API's 429 of a submission past the per-user limit (``scheduler.services.SUBMIT_LIMIT_CODE``):
+a standing limit until some work ends, not a throttle of a moment, so no "try again shortly"."""
 """The code of the server's 401 for an expired token: the CLI prints its words (they say to log in again)."""
 EXIT_TEMPFAIL = 75
 """The server is unavailable for a moment (a 503, a websocket's close 4503) or throttles the person
@@ -394,7 +397,7 @@ def answer_error(server: str, status: int, body: Any, retry_after: float | None 
         if status == UNAVAILABLE_STATUS:  # for a moment: a stream's close 4503 says the same (cli46)
             return CliError(EXIT_TEMPFAIL, unavailable_text(said), code, retry_after, status)
         return CliError(EXIT_UNREACHABLE, said, code, retry_after)
-    if status == THROTTLED_STATUS:  # throttled for a moment: try again, as a 503 (cli46b: exited 1, a refusal)
+    if status == THROTTLED_STATUS and _error_code(body) != SUBMIT_LIMIT:  # throttled for a moment (cli46b)
         said = throttled_text(_error_text(status, body), retry_after)
         return CliError(EXIT_TEMPFAIL, said, _error_code(body), retry_after, status)
     if body is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
