@@ -25,7 +25,8 @@ from fairway_cli.wsclient import OP_CLOSE, OP_TEXT
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
 from tests.cli.test_cli_wait import become, fairway, submitted  # noqa: F401 -- fixtures
 from tests.cli.test_left56_wait_gives_up import _answer, failing  # noqa: F401 -- fixture
-from tests.cli.wsfake import fake_server
+from tests.cli.wsfake import STREAMS, fake_server
+from tests.cli.wsfake import run_cli as _main
 
 EXEC_UNAVAILABLE = {
     "code": "exec_unavailable",
@@ -36,23 +37,6 @@ DATABASE_UNAVAILABLE = {
     "code": "database_unavailable",
     "message": "The database is unreachable; try again in a moment.",
 }
-STREAMS = [
-    ["exec", "-i", "42", "--", "cat"],
-    ["exec", "-it", "42", "--", "bash"],
-    ["port-forward", "42", "6006"],
-]
-
-
-def _main(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, *argv: str) -> tuple[int, str, str]:
-    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
-    monkeypatch.setenv("FAIRWAY_URL", url)
-    monkeypatch.setenv("FAIRWAY_TOKEN", "abc123")
-    monkeypatch.setattr(fairway_cli.os, "isatty", lambda _fd: True)  # -it: a terminal
-    monkeypatch.setattr(fairway_cli.sys.stdin, "fileno", lambda: 0, raising=False)
-    monkeypatch.setattr(session, "terminal_size", lambda _fd: (24, 80))
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def _api_503(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, body: bytes) -> tuple[int, str, str]:

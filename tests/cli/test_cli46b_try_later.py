@@ -6,37 +6,19 @@ the CLI meets one (an API request's 429, a websocket's close 4429, an HTTP 429 a
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 import requests
 
 from fairway_cli import cli as fairway_cli
-from fairway_cli import session
 from fairway_cli.cli import EXIT_TEMPFAIL, main
 from fairway_cli.words import THROTTLED_WORDS
-from tests.cli.wsfake import fake_server
+from tests.cli.wsfake import STREAMS, fake_server
+from tests.cli.wsfake import run_cli as _main
 
 THROTTLED = {"code": "throttled", "message": "Request was throttled. Expected available in 7 seconds."}
 EXEC_BUSY = {"code": "exec_busy", "message": "Host gpu1 runs too many commands at once; try again."}
-STREAMS = [
-    ["exec", "-i", "42", "--", "cat"],
-    ["exec", "-it", "42", "--", "bash"],
-    ["port-forward", "42", "6006"],
-]
-
-
-def _main(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, *argv: str) -> tuple[int, str, str]:
-    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
-    monkeypatch.setenv("FAIRWAY_URL", url)
-    monkeypatch.setenv("FAIRWAY_TOKEN", "abc123")
-    monkeypatch.setattr(fairway_cli.os, "isatty", lambda _fd: True)  # -it: a terminal
-    monkeypatch.setattr(fairway_cli.sys.stdin, "fileno", lambda: 0, raising=False)
-    monkeypatch.setattr(session, "terminal_size", lambda _fd: (24, 80))
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def _api_429(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, refusal: dict[str, str], retry_after: str = ""):

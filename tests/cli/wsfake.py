@@ -7,15 +7,42 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import json
 import socket
 import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from fairway_cli import cli as fairway_cli
+from fairway_cli import session
+from fairway_cli.cli import main
 from fairway_cli.wsclient import GUID
+
+STREAMS = [
+    ["exec", "-i", "42", "--", "cat"],
+    ["exec", "-it", "42", "--", "bash"],
+    ["port-forward", "42", "6006"],
+]
+"""The CLI's three streams to workload 42, each refused the same ways (cli46, cli46b)."""
+
+
+def run_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, *argv: str) -> tuple[int, str, str]:
+    """``fairway *argv`` against ``url`` as a logged-in user at a terminal: (exit code, stdout, stderr)."""
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("FAIRWAY_URL", url)
+    monkeypatch.setenv("FAIRWAY_TOKEN", "abc123")
+    monkeypatch.setattr(fairway_cli.os, "isatty", lambda _fd: True)  # -it: a terminal
+    monkeypatch.setattr(fairway_cli.sys.stdin, "fileno", lambda: 0, raising=False)
+    monkeypatch.setattr(session, "terminal_size", lambda _fd: (24, 80))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
 
 
 @dataclass
