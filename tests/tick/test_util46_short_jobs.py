@@ -8,27 +8,13 @@ from datetime import timedelta
 import pytest
 
 from scheduler.efficiency import efficiency_of_attempts
-from scheduler.models import GPU, Attempt, AttemptGPU, GpuMinuteSample
-
-
-def _held(tw, gpus, workload=None, *, placed, ended=None):
-    attempt = tw.attempt(workload or tw.workload(gpus=len(gpus)), gpus)
-    Attempt.objects.filter(pk=attempt.pk).update(placed_at=placed, started_at=placed, ended_at=ended)
-    if ended is not None:
-        attempt.gpu_links.update(open=False)
-    attempt.refresh_from_db()
-    return attempt
+from scheduler.models import GPU, AttemptGPU
+from tests.tick.test_efficiency import _held
+from tests.tick.test_efficiency import _sample as sample_minute
 
 
 def _sample(gpu, minute, util, samples=6, memory=0):
-    GpuMinuteSample.objects.create(
-        gpu=gpu,
-        minute=minute,
-        samples=samples,
-        utilization_samples=samples,
-        utilization_sum=samples * util,
-        memory_used_max_mb=memory,
-    )
+    sample_minute(gpu, minute, util, samples, memory)
 
 
 def test_a_short_job_alone_on_its_gpu_is_measured_by_the_seconds_held(tw, ticks):
