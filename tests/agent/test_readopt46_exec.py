@@ -48,16 +48,24 @@ def test_exec_after_an_agent_restart_reads_the_attempts_env_back(open_state: Pat
     run_async(scenario(), timeout=40)
 
 
+async def _readopted(state_dir: Path, attempt_id: int, marker: str, secret: str):  # noqa: ANN202
+    """Attempt ``attempt_id`` (``HF_TOKEN=secret``, sleeping as ``marker``) started by one agent,
+    then re-adopted by a new one (the first closed): the new agent's runtime."""
+    rt, _exits = runtime(state_dir)
+    cmd = ["sh", "-c", f"echo up; exec sleep {marker}"]
+    await rt.start(spec(attempt_id, cmd, env={"HF_TOKEN": secret}))
+    await wait_log(rt, attempt_id, "up")
+    await rt.close()
+    again, _ = runtime(state_dir)
+    await again.recover()
+    return again
+
+
 def test_exec_after_an_agent_restart_as_the_agent(state_dir: Path) -> None:
     """An agent that runs attempts as itself (mode ``agent``, the library default) reads it back too."""
 
     async def scenario() -> None:
-        rt, _exits = runtime(state_dir)
-        await rt.start(spec(2, ["sh", "-c", f"echo up; exec sleep {MARKERS[1]}"], env={"HF_TOKEN": "agent-secret"}))
-        await wait_log(rt, 2, "up")
-        await rt.close()
-        again, _ = runtime(state_dir)
-        await again.recover()
+        again = await _readopted(state_dir, 2, MARKERS[1], "agent-secret")
         got = await again.exec(2, ["sh", "-c", 'echo "$HF_TOKEN"'], 10, 4096)
         assert (got.exit_code, got.stdout) == (0, b"agent-secret\n"), got
         await again.stop(2, 1)
@@ -75,12 +83,7 @@ def test_a_reused_pid_is_refused_as_before(state_dir: Path, monkeypatch: pytest.
         return None if got is None else (got[0], got[1] + 1)  # another process: started later, same pid
 
     async def scenario() -> None:
-        rt, _exits = runtime(state_dir)
-        await rt.start(spec(4, ["sh", "-c", f"echo up; exec sleep {MARKERS[0]}"], env={"HF_TOKEN": "x"}))
-        await wait_log(rt, 4, "up")
-        await rt.close()
-        again, _ = runtime(state_dir)
-        await again.recover()
+        again = await _readopted(state_dir, 4, MARKERS[0], "x")
         monkeypatch.setattr(process_module, "_parent_and_start", reused)
         with pytest.raises(ExecError) as refused:
             await again.exec(4, ["true"], 10, 100)
