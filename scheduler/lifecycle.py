@@ -1703,9 +1703,17 @@ class DrainingHost(NamedTuple):
     drains_at: datetime | None = None
 
 
+def _returns_to(host: Host) -> str:
+    """``host``'s state, or an offline host's the state it returns to when its agent is back."""
+    if host.state != Host.State.OFFLINE:
+        return str(host.state)
+    return host.state_before_offline or Host.State.ACTIVE
+
+
 def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list[DrainingHost]:
     """The draining hosts of the open ``attempt`` that has no stop yet, and its active or cordoned
-    hosts with a drain scheduled (fake46; docs/deploy.md "Scheduled drains"), by name, read as
+    hosts with a drain scheduled (fake46; docs/deploy.md "Scheduled drains"), offline ones that
+    return active or cordoned included (beside :func:`silent_hosts`' line: words47), by name, read as
     :func:`silent_hosts` reads its hosts. One source for the workload page, the API's detail (each
     attempt's ``draining_hosts``) and ``fairway show``: the owner of work on a host being drained
     learns when it will be stopped and requeued (tryout46: only the clusters page said so).
@@ -1734,7 +1742,8 @@ def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list
             ):
                 # a drain now scheduled on a host draining already stops it before its protection's end
                 drain_now, drains_at = True, host.drain_at
-        elif host.drain_at is not None and host.state in (Host.State.ACTIVE, Host.State.CORDONED):
+        elif host.drain_at is not None and _returns_to(host) in (Host.State.ACTIVE, Host.State.CORDONED):
+            # an offline host's too: its drain still applies at its time (words47: only "silent" was said)
             drain_now, drains_at = host.drain_at_now, host.drain_at
         else:
             continue

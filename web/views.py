@@ -74,7 +74,7 @@ from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
-from scheduler.api.params import REPEATED, cluster_only_params, given_twice, refuse_unknown
+from scheduler.api.params import REPEATED, cluster_only_params, given_twice, no_such_parameter_text, refuse_unknown
 from scheduler.api.pyramid import pyramid_params
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
@@ -171,6 +171,20 @@ def _render(request: HttpRequest, template: str, context: dict[str, Any], *, sta
     return render(request, template, {"now": timezone.now(), **context}, status=status)
 
 
+def _refused_params(request: HttpRequest, known: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """The query parameters of a page that reads ``known`` (most read none) it refuses, in words by
+    parameter as the API says them (:func:`refuse_unknown`; ``web/_param_errors.html`` lists them over
+    the page, status 400), or {}. words47: ``/?clustr=a`` showed the dashboard as if filtered. A
+    page's form posts its own fields: only a GET's query is read."""
+    if request.method not in ("GET", "HEAD"):
+        return {}
+    try:
+        refuse_unknown(request.GET, known, api=False)
+    except DRFValidationError as refused:
+        return _param_errors(refused)
+    return {}
+
+
 # --- dashboard -----------------------------------------------------------------------------------
 
 
@@ -179,6 +193,7 @@ def _render(request: HttpRequest, template: str, context: dict[str, Any], *, sta
 def dashboard(request: HttpRequest) -> HttpResponse:
     """My workloads by state, my budgets' standing among their siblings, cluster occupancy."""
     scope = _scope(request)
+    errors = _refused_params(request)
     mine = Workload.objects.filter(owner=request.user).select_related("cluster")
     by_state = Counter(mine.values_list("state", flat=True))
     live = list(mine.exclude(state__in=Workload.FINAL_STATES).order_by("-id")[:20])
@@ -202,7 +217,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "paths": scope.paths,
             "standings": standings,
             "occupancy": occupancy(clusters),
+            "param_errors": errors,
         },
+        status=400 if errors else 200,
     )
 
 
@@ -409,7 +426,8 @@ def submit(request: HttpRequest) -> HttpResponse:
                     form.add_error(field, problem.message)
                 else:
                     spec_errors.append(f"{problem.field}: {problem.message}" if problem.field else problem.message)
-    refused = bool(form.errors or spec_errors or spec_form.errors)
+    param_errors = _refused_params(request, ("again",))  # ?again= alone (given twice: refused too)
+    refused = bool(form.errors or spec_errors or spec_form.errors or param_errors)
     status = 429 if limited else 400 if refused else 404 if again_problem else 200
     return _render(
         request,
@@ -429,6 +447,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             "again_multiline": _unformable_env(again),
             "again_owner": again is not None and again.owner_id == request.user.pk,
             "keep_secrets": request.POST.get("keep_secrets") == "1",
+            "param_errors": param_errors,
         },
         status=status,
     )
@@ -496,7 +515,7 @@ def _list_filters(
     filtered = WorkloadFilter(params, queryset=queryset, request=request)
     # A filter the API refuses (400, naming the value) was dropped here without a word: the page
     # of ?budget=nlp/olmoo listed every workload as if they were that budget's. Name it, list none.
-    errors = [f"{k}: no such filter (the filters are {', '.join(filters)})" for k in unknown]
+    errors = [f"{k}: {no_such_parameter_text([*filters, *extra])}" for k in unknown]  # the API's words
     errors += [f"{k}: {REPEATED}" for k in twice]
     errors += [f"{field}: {message}" for field, messages in filtered.errors.items() for message in messages]
     return params, filtered, errors
@@ -813,7 +832,8 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx and request.htmx.target == "workload-live":
         # 286 tells htmx to stop polling: a finished workload no longer changes.
         return _render(request, "web/_workload_live.html", context, status=286 if context["final"] else 200)
-    return _render(request, "web/workload.html", context)
+    context["param_errors"] = errors = _refused_params(request)
+    return _render(request, "web/workload.html", context, status=400 if errors else 200)
 
 
 @login_required
@@ -996,7 +1016,7 @@ def budgets(request: HttpRequest) -> HttpResponse:
     scope = _scope(request)
     errors: dict[str, list[str]] = {}
     try:
-        clusters = cluster_only_params(request.GET)  # budgets/tree/'s reading (pages46: ?cluster=nope a 200)
+        clusters = cluster_only_params(request.GET, api=False)  # budgets/tree/'s reading (pages46: ?cluster=nope a 200)
     except DRFValidationError as refused:
         errors, clusters = _param_errors(refused), list(Cluster.objects.order_by("name"))
     standings = [budget_standings(c, scope.tree, curve_points=CURVE_POINTS) for c in clusters]
@@ -1134,9 +1154,9 @@ def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
     cluster_list = [get_object_or_404(Cluster, name=name)] if name is not None else []
     try:  # the API's metrics/ reading (?cluster=, its one parameter); a cluster's own page reads none
         if name is None:
-            cluster_list = cluster_only_params(request.GET)
+            cluster_list = cluster_only_params(request.GET, api=False)
         else:
-            refuse_unknown(request.GET, [])
+            refuse_unknown(request.GET, [], api=False)
     except DRFValidationError as refused:
         errors = _param_errors(refused)
         cluster_list = cluster_list or list(Cluster.objects.order_by("name"))
@@ -1263,7 +1283,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     errors: dict[str, list[str]] = {}
     try:
-        since, until, clusters = pyramid_params(request.GET, now)
+        since, until, clusters = pyramid_params(request.GET, now, api=False)
     except DRFValidationError as refused:
         errors = _param_errors(refused)
         since, until, clusters = now - DEFAULT_RANGE, now, list(Cluster.objects.order_by("name"))
@@ -1319,11 +1339,12 @@ def tokens(request: HttpRequest) -> HttpResponse:
             error = exc.message
     sweep_expired_tokens(request.user)
     rows = AuthToken.objects.filter(user=request.user).select_related("info").order_by("-created")
+    param_errors = _refused_params(request)
     return _render(
         request,
         "web/tokens.html",
-        {"nav": "tokens", "rows": rows, "created": created, "error": error},
-        status=400 if error else 200,
+        {"nav": "tokens", "rows": rows, "created": created, "error": error, "param_errors": param_errors},
+        status=400 if error or param_errors else 200,
     )
 
 
@@ -1349,11 +1370,12 @@ def notifications(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Notification settings saved.")
             return redirect("web-notifications")
+    param_errors = _refused_params(request)
     return _render(
         request,
         "web/notifications.html",
-        {"nav": "notifications", "form": form, "email": request.user.email},
-        status=400 if form.errors else 200,
+        {"nav": "notifications", "form": form, "email": request.user.email, "param_errors": param_errors},
+        status=400 if form.errors or param_errors else 200,
     )
 
 

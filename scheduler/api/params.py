@@ -100,16 +100,26 @@ def given_twice(params: Any, names: Iterable[str]) -> list[str]:
     return sorted(n for n in names if len([v for v in params.getlist(n) if v]) > 1)
 
 
-def refuse_unknown(params: Any, known: Iterable[str], several: Iterable[str] = ()) -> None:
+def no_such_parameter_text(names: Iterable[str]) -> str:
+    """The refusal of a query parameter an endpoint or a page does not read, said under its name,
+    with the ones it reads (``names``, sorted): the one wording of the API (:func:`refuse_unknown`)
+    and the web pages (the workload list said "no such filter (the filters are …)": words47)."""
+    listed = sorted(set(names))
+    if not listed:
+        return "no such parameter (there are none)"
+    return f"no such parameter (the parameters are: {', '.join(listed)})"
+
+
+def refuse_unknown(params: Any, known: Iterable[str], several: Iterable[str] = (), *, api: bool = True) -> None:
     """A query parameter the endpoint does not read is a 400 ``unknown_parameter`` naming the ones it
     reads, never dropped: ``?user=rita`` (the filter is ``owner``) or ``?mine=1`` listed everyone's
     workloads as if they were rita's (brk31; the web page since brk30). DRF's ``format`` is read by
-    every endpoint. One it reads given twice, but for those in ``several``, is a 400 ``invalid``
-    (:func:`given_twice`)."""
-    names = sorted({*known, "format"})
+    every endpoint (``api``; a web page reads none: words47). One it reads given twice, but for
+    those in ``several``, is a 400 ``invalid`` (:func:`given_twice`)."""
+    names = sorted({*known, *(("format",) if api else ())})
     unknown = sorted(k for k in params if k not in names)
     if unknown:
-        message = f"no such parameter (the parameters are: {', '.join(names)})"
+        message = no_such_parameter_text(names)
         raise serializers.ValidationError({k: [message] for k in unknown}, code="unknown_parameter")
     if twice := given_twice(params, [n for n in names if n not in set(several)]):
         raise serializers.ValidationError({k: [REPEATED] for k in twice}, code="invalid")
@@ -130,12 +140,12 @@ def cluster_param(value: str | None) -> str | None:
     return name
 
 
-def cluster_only_params(params: Any) -> list[Cluster]:
+def cluster_only_params(params: Any, *, api: bool = True) -> list[Cluster]:
     """The clusters a view whose one parameter is ``cluster`` shows: every one by name, or the one
-    named (:func:`cluster_param`); any other parameter, or one given twice, a 400 (:func:`refuse_unknown`).
-    The one reading of ``budgets/tree/``, ``metrics/`` and the budgets and clusters pages (pages46:
-    the pages showed every cluster whatever was asked, 200)."""
-    refuse_unknown(params, ["cluster"])
+    named (:func:`cluster_param`); any other parameter, or one given twice, a 400 (:func:`refuse_unknown`;
+    ``api``: DRF's ``format`` read too). The one reading of ``budgets/tree/``, ``metrics/`` and the
+    budgets and clusters pages (pages46: the pages showed every cluster whatever was asked, 200)."""
+    refuse_unknown(params, ["cluster"], api=api)
     clusters = Cluster.objects.order_by("name")
     if cluster := cluster_param(params.get("cluster")):
         clusters = clusters.filter(name=cluster)

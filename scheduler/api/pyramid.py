@@ -20,12 +20,13 @@ from scheduler.pyramid import DEFAULT_RANGE, pyramid_report
 MAX_RANGE = timedelta(days=400)
 
 
-def pyramid_params(params: Any, now: datetime) -> tuple[datetime, datetime, list[Cluster]]:
+def pyramid_params(params: Any, now: datetime, *, api: bool = True) -> tuple[datetime, datetime, list[Cluster]]:
     """The pyramid's range and clusters from its query parameters (``since``, ``until``: an instant
     or a duration back, default the last 7 days; ``cluster``: one, default every one), or a DRF
     ``ValidationError`` naming the parameter. The one reading of the API's ``metrics/pyramid/`` and
-    the metrics page's (tryout46: the page showed the last 7 days only)."""
-    refuse_unknown(params, ["since", "until", "cluster"])
+    the metrics page's (tryout46: the page showed the last 7 days only); ``api``: DRF's ``format``
+    read too (:func:`~scheduler.api.params.refuse_unknown`)."""
+    refuse_unknown(params, ["since", "until", "cluster"], api=api)
     until = parse_instant("until", params.get("until"), now, now)
     try:
         since = parse_instant("since", params.get("since"), now, until - DEFAULT_RANGE)

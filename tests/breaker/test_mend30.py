@@ -179,7 +179,8 @@ def test_the_workload_list_names_a_parameter_it_does_not_filter_by(
     assert response.status_code == 400
     assert list(response.context["page"]) == []
     assert response.context["filter_errors"] == [
-        "user: no such filter (the filters are state, budget, owner, cluster, group, resubmitted_from, id, idle)"
+        "user: no such parameter (the parameters are: budget, cluster, group, id, idle, owner, page, resubmitted_from, "
+        "state)"  # the API's words (words47)
     ]
     page = response.content.decode()
     assert "<label>owner<input" in page
