@@ -49,6 +49,7 @@ from agent.protocol import (
     Error,
     Exec,
     ExecAck,
+    ExecBytes,
     ExecClose,
     ExecData,
     ExecInput,
@@ -742,7 +743,8 @@ class Agent:
 
     async def _on_exec(self, msg: Exec, owner: str = "", conn: Any = None) -> None:
         """Run an ``exec`` in its attempt (the runtime's containment), then send its output in
-        ``exec_output`` chunks and its ``exec_result``; an ``error`` naming it when it cannot run.
+        chunks (an ``exec_bytes``'s as it is, ``exec_data``; an older server's ``exec``'s as text,
+        ``exec_output``) and its ``exec_result``; an ``error`` naming it when it cannot run.
         Answered on ``conn``, the connection it came on, only: one that ended meanwhile answers
         nothing (its requester was told ``host_offline``), and on the next one its id could be
         another request's (brk61)."""
@@ -758,6 +760,11 @@ class Agent:
                 await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id), on=conn)
                 return
             for stream, data in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
+                if isinstance(msg, ExecBytes):  # exec47: its bytes as they are
+                    for at in range(0, len(data), EXEC_CHUNK_BYTES):
+                        piece = base64.b64encode(data[at : at + EXEC_CHUNK_BYTES]).decode()
+                        await self._send(ExecData(ref=msg.id, stream=stream, data=piece, eof=False), on=conn)  # type: ignore[arg-type]
+                    continue
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
                 step = EXEC_CHUNK_BYTES - 4  # a character held back from the last chunk fits
                 for at in range(0, len(data), step):

@@ -24,7 +24,7 @@ Agent → server: ``hello``, ``heartbeat``, ``attempt``, ``log``, ``exec_output`
 ``port_data``, ``exec_ack``, ``exec_started``, ``exec_data``, ``error``.
 Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``exec``, ``exec_tty``, ``exec_input``,
 ``exec_resize``, ``exec_ack``, ``exec_close``, ``port_open``, ``port_data``, ``exec_pipe``,
-``exec_data``, ``ack``, ``error``.
+``exec_data``, ``exec_bytes``, ``ack``, ``error``.
 
 ``exec``, ``exec_output`` and ``exec_result`` came later on version 1 (new types, no new field of
 an old one): an agent older than them answers an ``exec`` with ``error`` ``unknown_type`` naming
@@ -36,6 +36,10 @@ to a forwarded connection too): an older agent answers ``port_open`` with ``unkn
 And a session's bytes as they are (pf63: ``exec_pipe``, ``exec_started``, ``exec_data``; ``fairway
 exec -i`` without a terminal, and ``-it`` binary-safe): an older agent answers ``exec_pipe`` with
 ``unknown_type``, and the server opens an ``exec_tty`` instead where it asked for a terminal.
+And a one-shot command's bytes as they are (exec47: ``exec_bytes``, answered by ``exec_data``): an
+older agent answers ``exec_bytes`` with ``unknown_type``, and the server asks ``exec`` instead (its
+output as text, bad bytes replaced); a server older than it still asks ``exec``, which a newer agent
+still answers with ``exec_output`` (one release: agent/README.md).
 """
 
 from __future__ import annotations
@@ -476,9 +480,20 @@ class Exec(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class ExecBytes(Exec):
+    """Server → agent: an ``exec`` whose output comes as it is (exec47): as ``exec_data`` chunks
+    (``ref``: this message's id; ``stream`` ``stdout`` or ``stderr``, ``data`` in base64, at most
+    :data:`EXEC_CHUNK_BYTES` bytes each, ``eof`` false), then one ``exec_result``, or an ``error``
+    naming it. An agent older than it answers ``unknown_type`` (the server asks ``exec`` instead)."""
+
+    TYPE: ClassVar[str] = "exec_bytes"
+
+
+@dataclass(frozen=True, slots=True)
 class ExecOutput(Message):
     """Agent → server: the next ``data`` of ``stream`` of the ``exec`` whose id is ``ref`` (at most
-    :data:`EXEC_CHUNK_BYTES` bytes of output, decoded as UTF-8, bad bytes replaced)."""
+    :data:`EXEC_CHUNK_BYTES` bytes of output, decoded as UTF-8, bad bytes replaced); an
+    ``exec_bytes``'s output comes as ``exec_data`` instead."""
 
     TYPE: ClassVar[str] = "exec_output"
     ref: Seq
@@ -641,7 +656,8 @@ class ExecStarted(Message):
 class ExecData(Message):
     """Either way: the next bytes of a stream of the ``exec_pipe`` ``ref``, ``data`` in base64 (at
     most :data:`EXEC_CHUNK_BYTES` bytes): ``stdin`` from the server, ``stdout`` or ``stderr`` from
-    the agent; ``eof``: that stream ends (``stdin``'s: the command's input is closed)."""
+    the agent; ``eof``: that stream ends (``stdin``'s: the command's input is closed). Also the
+    agent's output of the ``exec_bytes`` ``ref`` (``stdout`` or ``stderr``, ``eof`` false)."""
 
     TYPE: ClassVar[str] = "exec_data"
     ref: Seq
@@ -672,6 +688,7 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
         Logs,
         Ack,
         Exec,
+        ExecBytes,
         ExecOutput,
         ExecResult,
         ExecTty,
@@ -694,7 +711,7 @@ AGENT_MESSAGE_TYPES: frozenset[str] = frozenset(
 SERVER_MESSAGE_TYPES: frozenset[str] = frozenset(
     {"welcome", "start", "stop", "logs", "exec", "ack", "error"}
     | {"exec_tty", "exec_input", "exec_resize", "exec_ack", "exec_close", "port_open", "port_data"}
-    | {"exec_pipe", "exec_data"}
+    | {"exec_pipe", "exec_data", "exec_bytes"}
 )
 """Types a server sends (an agent decodes with ``allowed=SERVER_MESSAGE_TYPES``)."""
 

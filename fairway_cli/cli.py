@@ -16,6 +16,7 @@ A config readable by others is made 0600 when read (and said on stderr).
 from __future__ import annotations
 
 import argparse
+import base64
 import contextvars
 import getpass
 import io
@@ -1320,10 +1321,8 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(done, out)
         return int(done["exit_code"])
     err = getattr(args, "err", None) or sys.stderr
-    for stream, text in ((out, done["stdout"]), (err, done["stderr"])):
-        isatty = getattr(stream, "isatty", None)
-        stream.write(escape_text(text) if isatty is not None and isatty() else text)
-        stream.flush()
+    for stream, name in ((out, "stdout"), (err, "stderr")):
+        _write_output(stream, _exec_output(done, name))
     if done.get("truncated"):
         err.write(  # try59: said nothing of how to read the rest
             "fairway: output cut at 1 MiB per stream; for all of it, write it to a file in the workload "
@@ -1332,6 +1331,29 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     if done.get("timed_out"):
         err.write(f"fairway: killed after {args.timeout:g} s (--timeout)\n")
     return int(done["exit_code"])
+
+
+def _exec_output(done: dict[str, Any], stream: str) -> bytes:
+    """A one-shot command's ``stream`` as it was (exec47: ``stdout_base64``); a server older than
+    that answers only its text (UTF-8, bad bytes replaced)."""
+    if (data := done.get(f"{stream}_base64")) is not None:
+        return base64.b64decode(str(data))
+    return str(done.get(stream, "")).encode()
+
+
+def _write_output(stream: TextIO, data: bytes) -> None:
+    """``data`` to ``stream`` as it is (``> file``, ``| tar x``: its bytes, to ``stream.buffer``);
+    on a terminal as text, its control characters escaped (as ``fairway logs``)."""
+    isatty = getattr(stream, "isatty", None)
+    raw = getattr(stream, "buffer", None)
+    if (isatty is not None and isatty()) or raw is None:  # a terminal, or text only (a test's StringIO)
+        text = data.decode(errors="replace")
+        stream.write(escape_text(text) if isatty is not None and isatty() else text)
+    else:
+        stream.flush()  # what was written as text goes first
+        raw.write(data)
+        raw.flush()
+    stream.flush()
 
 
 def _exec_interactive(args: argparse.Namespace, config: Config) -> int:

@@ -31,6 +31,8 @@ Attempt ids on the wire are ``Attempt.wire_id``s, translated to primary keys her
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import collections
 import contextlib
 import dataclasses
@@ -48,7 +50,7 @@ from django.utils import timezone
 
 from agent import protocol
 from config.errors import ServiceError
-from scheduler import gateway, lifecycle
+from scheduler import execs, gateway, lifecycle
 from scheduler.gateway import agent_db
 from scheduler.layer_read import LayerReadConsumer
 from scheduler.models import Attempt, Host
@@ -408,33 +410,34 @@ _attempt_event.func = _attempt_event_plain  # type: ignore[attr-defined] -- the 
 
 @dataclasses.dataclass(slots=True)
 class _PendingExec:
-    """An ``exec`` sent to the agent: where its answer goes, and its output so far, each stream
-    kept to ``max_output`` characters (an agent sending more is cut here too)."""
+    """An ``exec`` sent to the agent: where its answer goes, the request (asked again as ``exec``
+    of an agent older than ``exec_bytes``), and its output so far, each stream kept to
+    ``max_output`` bytes (an agent sending more is cut here too)."""
 
     reply_to: str
     max_output: int
     deadline: float = float("inf")  # time.monotonic() past which its requester no longer waits
-    stdout: list[str] = dataclasses.field(default_factory=list)
-    stderr: list[str] = dataclasses.field(default_factory=list)
-    sizes: dict[str, int] = dataclasses.field(default_factory=lambda: {"stdout": 0, "stderr": 0})
+    request: protocol.Exec | None = None
+    stdout: bytearray = dataclasses.field(default_factory=bytearray)
+    stderr: bytearray = dataclasses.field(default_factory=bytearray)
     cut: bool = False
 
-    def add(self, stream: str, data: str) -> None:
-        room = self.max_output - self.sizes[stream]
+    def add(self, stream: str, data: bytes) -> None:
+        kept = self.stdout if stream == "stdout" else self.stderr
+        room = self.max_output - len(kept)
         if len(data) > room:
             self.cut, data = True, data[: max(room, 0)]
-        if data:
-            (self.stdout if stream == "stdout" else self.stderr).append(data)
-            self.sizes[stream] += len(data)
+        kept += data
 
     def reply(self, msg: protocol.ExecResult) -> dict[str, Any]:
+        """The ``exec.reply``: its bytes in base64 (exec47; :func:`scheduler.execs.do_exec` reads them)."""
         if msg.exit_code is None:
             return {"type": "exec.reply", "error": "exec_failed", "message": msg.message or "the command did not run"}
         return {
             "type": "exec.reply",
             "exit_code": msg.exit_code,
-            "stdout": "".join(self.stdout),
-            "stderr": "".join(self.stderr),
+            "stdout_base64": base64.b64encode(self.stdout).decode(),
+            "stderr_base64": base64.b64encode(self.stderr).decode(),
             "truncated": msg.truncated or self.cut,
             "timed_out": msg.timed_out,
         }
@@ -462,6 +465,7 @@ class AgentConsumer(LayerReadConsumer):
     handler: asyncio.Task[None] | None = None
     in_hubs = False  # a member of gateway.HUBS_GROUP (the hub's delegate, now or before)
     socket_closed = False  # the disconnect began: nothing more is sent
+    exec_as_text = False  # its agent is older than ``exec_bytes``: asked ``exec`` (exec47)
 
     async def connect(self) -> None:
         self.host = None
@@ -478,6 +482,7 @@ class AgentConsumer(LayerReadConsumer):
         self.log_requests: dict[int, tuple[int, str]] = {}
         # ``exec`` message id -> its output so far (stdout, stderr, bytes kept) and reply channel
         self.exec_requests: dict[int, _PendingExec] = {}
+        self.exec_as_text = False
         # ``exec_tty`` message id -> the channel of its reader's session (scheduler.exec_session)
         self.tty_sessions: dict[int, str] = {}
         self.lock = asyncio.Lock()
@@ -845,15 +850,17 @@ class AgentConsumer(LayerReadConsumer):
                     break
         elif isinstance(msg, protocol.ExecOutput):
             waiting = self.exec_requests.get(msg.ref)
-            if waiting is not None:
-                waiting.add(msg.stream, msg.data)
+            if waiting is not None:  # an agent older than exec_bytes: text (exec47, one release)
+                waiting.add(msg.stream, msg.data.encode())
             elif (reader := self.tty_sessions.get(msg.ref)) is not None:
                 await self._to_reader(msg.ref, reader, {"type": "exec.tty.output", "data": msg.data})
         elif isinstance(msg, protocol.ExecStarted):  # an exec_pipe's command runs: its input may come
             if (reader := self.tty_sessions.get(msg.ref)) is not None:
                 await self._to_reader(msg.ref, reader, {"type": "exec.started"})
         elif isinstance(msg, protocol.ExecData):
-            if (reader := self.tty_sessions.get(msg.ref)) is not None:
+            if msg.ref in self.exec_requests:
+                await self._exec_data(msg)
+            elif (reader := self.tty_sessions.get(msg.ref)) is not None:
                 data = {"stream": msg.stream, "data": msg.data, "eof": msg.eof}
                 await self._to_reader(msg.ref, reader, {"type": "exec.data", **data})
         elif isinstance(msg, protocol.PortData):
@@ -875,6 +882,17 @@ class AgentConsumer(LayerReadConsumer):
                 await self._to_reader(msg.ref, reader, {**_exec_refusal(msg), "type": "exec.tty.end"})
                 return
             ran = self.exec_requests.pop(msg.ref, None) if msg.ref is not None else None
+            if (
+                ran is not None
+                and msg.code == protocol.ERR_UNKNOWN_TYPE
+                and isinstance(ran.request, protocol.ExecBytes)
+            ):
+                # an agent older than exec_bytes (exec47): asked exec, its output then text
+                self.exec_as_text = True
+                request = protocol.Exec(**{**_fields(ran.request), "id": 0})
+                self.exec_requests[self.seq + 1] = dataclasses.replace(ran, request=request)
+                await self.send_msg(request)
+                return
             if ran is not None:
                 await self.channel_layer.send(ran.reply_to, _exec_refusal(msg))
                 return
@@ -971,7 +989,8 @@ class AgentConsumer(LayerReadConsumer):
             await self.channel_layer.send(reply_to, {"type": "exec.reply", "error": "busy"})
             return
         max_output = int(event["max_output"])
-        msg = protocol.Exec(
+        ask = protocol.Exec if self.exec_as_text else protocol.ExecBytes
+        msg = ask(
             attempt_id=int(event["attempt_id"]),
             command=[str(word) for word in event["command"]],
             timeout_s=int(event["timeout_s"]),
@@ -984,8 +1003,23 @@ class AgentConsumer(LayerReadConsumer):
             return
         # send_msg gives the message the next id; the agent's answers name that id
         wait_s = int(event["timeout_s"]) + gateway.EXEC_REPLY_GRACE_S
-        self.exec_requests[self.seq + 1] = _PendingExec(reply_to, max_output, deadline=now + wait_s)
+        self.exec_requests[self.seq + 1] = _PendingExec(reply_to, max_output, deadline=now + wait_s, request=msg)
         await self.send_msg(msg)
+
+    async def _exec_data(self, msg: protocol.ExecData) -> None:
+        """The next bytes of an ``exec_bytes``'s output; a frame the command cannot have (not
+        base64, its ``stdin``) ends it, answered ``exec_failed`` (its later frames go nowhere)."""
+        waiting = self.exec_requests[msg.ref]
+        why = execs.STDIN_AS_OUTPUT
+        if msg.stream != "stdin":
+            try:
+                waiting.add(msg.stream, base64.b64decode(msg.data, validate=True))
+                return
+            except binascii.Error:
+                why = execs.NOT_BASE64
+        logger.warning("exec %s on host %s refused: %s", msg.ref, self.host, why)
+        del self.exec_requests[msg.ref]
+        await self.channel_layer.send(waiting.reply_to, {"type": "exec.reply", "error": "exec_failed", "message": why})
 
     # --- interactive sessions (``exec_tty``: scheduler.exec_session relays a reader's websocket) ---
 

@@ -12,6 +12,7 @@ with the owner's secrets in reach, so neither a budget's managers nor admins may
 
 from __future__ import annotations
 
+import base64
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,10 @@ READOPTED_WORDS = (
     "workload's next attempt; meanwhile its output is in fairway logs {pk}."
 )
 """The refusal of a command in an attempt its agent re-adopted after a restart (docs/jobs.md, exl61)."""
+NOT_BASE64 = "The workload's host sent bytes that are not base64."
+"""Why a command's, session's or forwarded connection's output frame was refused (its agent's bug)."""
+STDIN_AS_OUTPUT = "The workload's host sent a command's input (stdin) as its output."
+"""Why a one-shot command's ``exec_data`` of ``stdin`` was refused (exec47)."""
 AGENT_TOO_OLD = "The agent of host {host} is older than fairway exec: it must be upgraded to run commands in attempts."
 
 
@@ -72,8 +77,8 @@ class ExecAnswer:
     stream's first :data:`EXEC_MAX_OUTPUT` bytes) and whether some was dropped."""
 
     exit_code: int
-    stdout: str
-    stderr: str
+    stdout: bytes
+    stderr: bytes
     truncated: bool
     timed_out: bool
 
@@ -236,12 +241,20 @@ def do_exec(
     if error is None:
         return ExecAnswer(
             int(reply["exit_code"]),
-            str(reply.get("stdout", "")),
-            str(reply.get("stderr", "")),
+            _output(reply, "stdout"),
+            _output(reply, "stderr"),
             bool(reply.get("truncated")),
             bool(reply.get("timed_out")),
         )
     raise agent_refusal(str(error), str(reply.get("message") or ""), host.name, attempt.number, workload.pk)
+
+
+def _output(reply: dict[str, Any], stream: str) -> bytes:
+    """A stream's bytes of the consumer's ``exec.reply`` (base64, exec47); a reply of a web process
+    older than that has the text."""
+    if f"{stream}_base64" in reply:
+        return base64.b64decode(str(reply[f"{stream}_base64"]))
+    return str(reply.get(stream, "")).encode()
 
 
 def layer_unavailable(message: str, port: bool = False) -> ServiceError:

@@ -135,7 +135,7 @@ class PortForwardConsumer(AttemptStreamConsumer):
         try:
             data = base64.b64decode(str(event["data"]), validate=True)
         except binascii.Error:
-            await self._end_with("exec_failed", "The workload's host sent bytes that are not base64.", 409)
+            await self._end_with("exec_failed", execs.NOT_BASE64, 409)
             return
         if not await self._to_reader(bytes_data=data):  # waits while the reader's socket buffer is full
             return

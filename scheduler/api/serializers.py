@@ -726,6 +726,12 @@ class ExecResultSerializer(serializers.Serializer):
     exit_code = serializers.IntegerField(help_text="128+N: killed by signal N; 124: killed at the timeout")
     stdout = serializers.CharField(help_text="its first 1 MiB (UTF-8, bad bytes replaced)")
     stderr = serializers.CharField(help_text="its first 1 MiB (UTF-8, bad bytes replaced)")
+    stdout_base64 = serializers.CharField(
+        help_text="its first 1 MiB as it is, in base64 (what fairway exec writes). Absent from servers before exec47"
+    )
+    stderr_base64 = serializers.CharField(
+        help_text="its first 1 MiB as it is, in base64 (what fairway exec writes). Absent from servers before exec47"
+    )
     truncated = serializers.BooleanField(help_text="some output was left out past 1 MiB of a stream")
     timed_out = serializers.BooleanField(help_text="killed at its timeout")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 from typing import Any
 
@@ -602,7 +603,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         owner's identity, cgroup, private /tmp, environment: docs/jobs.md, "Run a command in a
         running workload"); no TTY, no stdin. Body ``{"command": [...], "timeout": 60, "attempt":
         null, "rank": 0}`` (``rank``: a gang member's host). 200 ``{"exit_code", "stdout", "stderr",
-        "truncated", "timed_out"}`` (each stream's first 1 MiB); 400 ``invalid_command``,
+        "stdout_base64", "stderr_base64", "truncated", "timed_out"}`` (each stream's first 1 MiB: as
+        text, bad bytes replaced, and its bytes as they are in base64); 400 ``invalid_command``,
         ``invalid_timeout``, ``invalid_attempt``, ``invalid_rank``; 403 ``forbidden`` (anyone but
         the owner: managers and admins too); 409 ``not_running``, ``host_offline``,
         ``agent_too_old``, ``exec_readopted``, ``exec_failed``; 429 (``FAIRWAY_THROTTLE_EXEC``,
@@ -617,8 +619,10 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         return Response(
             {
                 "exit_code": done.exit_code,
-                "stdout": done.stdout,
-                "stderr": done.stderr,
+                "stdout": done.stdout.decode(errors="replace"),
+                "stderr": done.stderr.decode(errors="replace"),
+                "stdout_base64": base64.b64encode(done.stdout).decode(),
+                "stderr_base64": base64.b64encode(done.stderr).decode(),
                 "truncated": done.truncated,
                 "timed_out": done.timed_out,
             }

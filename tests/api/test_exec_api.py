@@ -5,6 +5,7 @@ tests/e2e/test_exec_e2e.py)."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -50,7 +51,15 @@ def test_the_owner_runs_a_command_in_the_running_attempt(running, researcher_cli
     w, attempt = running
     got = researcher_client.post(url(w.pk), {"command": ["id", "-u"]}, format="json")
     assert got.status_code == 200, got.json()
-    assert got.json() == {"exit_code": 0, "stdout": "1000\n", "stderr": "", "truncated": False, "timed_out": False}
+    assert got.json() == {
+        "exit_code": 0,
+        "stdout": "1000\n",
+        "stderr": "",
+        "stdout_base64": "MTAwMAo=",  # exec47: its bytes as they are
+        "stderr_base64": "",
+        "truncated": False,
+        "timed_out": False,
+    }
     (asked,) = agent_answers[1:]
     assert asked == (attempt.host_id, attempt.wire_id, ["id", "-u"], 60, protocol.EXEC_MAX_OUTPUT)
 
@@ -161,11 +170,12 @@ def test_exec_is_throttled_per_user(running, researcher_client, agent_answers, s
 
 def test_the_consumer_caps_output_and_names_an_old_agent() -> None:
     waiting = _PendingExec("reply", max_output=5)
-    waiting.add("stdout", "abc")
-    waiting.add("stdout", "defgh")
-    waiting.add("stderr", "xy")
+    waiting.add("stdout", b"abc")
+    waiting.add("stdout", b"defgh")
+    waiting.add("stderr", b"xy")
     reply = waiting.reply(protocol.ExecResult(ref=1, exit_code=0, timed_out=False, truncated=False))
-    assert (reply["stdout"], reply["stderr"], reply["truncated"]) == ("abcde", "xy", True)
+    got = (base64.b64decode(reply["stdout_base64"]), base64.b64decode(reply["stderr_base64"]), reply["truncated"])
+    assert got == (b"abcde", b"xy", True)  # exec47: bytes, in base64
     old = _exec_refusal(protocol.Error(code=protocol.ERR_UNKNOWN_TYPE, message="unknown message type 'exec'", ref=4))
     assert old["error"] == "agent_too_old"
     # an agent before exec refuses the frame as an unknown type, naming its id

@@ -21,6 +21,30 @@ def run_cli(monkeypatch: Any, user: Any, *argv: str, expect: int = 0) -> str:
 
 def run_cli_streams(monkeypatch: Any, user: Any, *argv: str) -> tuple[int, str, str]:
     """``fairway ARGV`` as ``user``: its exit code, stdout and stderr."""
+    answer_in_process(monkeypatch, user)
+    out, err = io.StringIO(), io.StringIO()
+    code = fairway_cli.main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_cli_bytes(monkeypatch: Any, user: Any, *argv: str, tty: bool = False) -> tuple[int, bytes, bytes]:
+    """``fairway ARGV`` as ``user`` with stdout and stderr as a process has them (text over bytes:
+    ``sys.stdout.buffer``), terminals when ``tty``: its exit code and the bytes of each."""
+    answer_in_process(monkeypatch, user)
+
+    class Stream(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return tty
+
+    out, err = Stream(io.BytesIO(), encoding="utf-8"), Stream(io.BytesIO(), encoding="utf-8")
+    code = fairway_cli.main(list(argv), out=out, err=err)
+    out.flush()
+    err.flush()
+    return code, out.buffer.getvalue(), err.buffer.getvalue()  # type: ignore[attr-defined]
+
+
+def answer_in_process(monkeypatch: Any, user: Any) -> None:
+    """The CLI's API calls answered in-process, as ``user``."""
     api = APIClient()
     api.force_authenticate(user)
 
@@ -46,6 +70,3 @@ def run_cli_streams(monkeypatch: Any, user: Any, *argv: str) -> tuple[int, str, 
     monkeypatch.setattr(fairway_cli.Api, "call", call)
     monkeypatch.setenv("FAIRWAY_URL", "http://in-process")
     monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
-    out, err = io.StringIO(), io.StringIO()
-    code = fairway_cli.main(list(argv), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()

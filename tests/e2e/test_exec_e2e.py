@@ -5,6 +5,7 @@ workload")."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -89,7 +90,15 @@ def test_exec_runs_in_the_attempts_containment_end_to_end(stack: Any) -> None:
     # Then it ran as rita's uid, never root, in that attempt's own /tmp, with its environment
     assert (status, who) == (
         200,
-        {"exit_code": 0, "stdout": f"{OWNER_UID}\n", "stderr": "", "truncated": False, "timed_out": False},
+        {
+            "exit_code": 0,
+            "stdout": f"{OWNER_UID}\n",
+            "stderr": "",
+            "stdout_base64": base64.b64encode(f"{OWNER_UID}\n".encode()).decode(),  # exec47: as it is
+            "stderr_base64": "",
+            "truncated": False,
+            "timed_out": False,
+        },
     ), stack.agent_output()
     took = []
     for _ in range(5):  # warm: the channel layer's loop and connections made by the first
