@@ -589,6 +589,10 @@ PORT_CHUNK_BYTES = EXEC_CHUNK_BYTES
 port-forward``)."""
 PORT_DATA_CHARS = 4 * ((PORT_CHUNK_BYTES + 2) // 3)
 """Longest ``port_data.data``: :data:`PORT_CHUNK_BYTES` bytes in base64."""
+STREAM_RETRY_AFTER_KEY = "retry_after"
+"""The key of the close reason ``{"retry_after": N}`` of a refusal of ``/ws/exec/`` or
+``/ws/port-forward/`` whose API answer has ``Retry-After: N`` (``scheduler.exec_session`` writes it,
+``fairway_cli.session`` reads it; ws47)."""
 Port = Annotated[int, Range(1, 65535)]
 
 

@@ -32,7 +32,7 @@ from rest_framework.response import Response
 from accounts.services import accessible_budget_ids
 from budgets import tree_memo
 from budgets.models import Budget
-from config.errors import FORBIDDEN, ServiceError
+from config.errors import FORBIDDEN, ServiceError, retry_after_s
 
 
 def _flatten(detail: Any, prefix: str, out: dict[str, list[str]]) -> None:
@@ -59,7 +59,8 @@ def _first_code(codes: Any) -> str:
 
 
 def render_service_error(exc: ServiceError) -> Response:
-    """A ServiceError as the API's error format."""
+    """A ServiceError as the API's error format (with ``Retry-After`` where it says when to try
+    again: :func:`~config.errors.retry_after_s`, as a websocket's refusal says it, ws47)."""
     if exc.status == status.HTTP_400_BAD_REQUEST:
         data: dict[str, Any] = {}
         for problem in exc.problems:
@@ -67,7 +68,8 @@ def render_service_error(exc: ServiceError) -> Response:
     else:
         data = {"detail": exc.message}
     data["code"] = exc.code
-    return Response(data, status=exc.status)
+    seconds = retry_after_s(exc)
+    return Response(data, status=exc.status, headers={"Retry-After": str(seconds)} if seconds else None)
 
 
 HOW_TO_AUTHENTICATE = (
@@ -111,6 +113,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             code = FORBIDDEN  # one code for a 403 (this module's docstring)
         detail = _not_authenticated_detail(context) if isinstance(exc, exceptions.NotAuthenticated) else str(exc.detail)
         response.data = {"detail": detail, "code": code}
+    if seconds := retry_after_s(exc):  # a 429's (DRF's Throttled): one reading of it, as a websocket's (ws47)
+        response["Retry-After"] = str(seconds)
     return response
 
 

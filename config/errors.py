@@ -27,9 +27,12 @@ class FieldProblem:
 class ServiceError(Exception):
     """A refused state change. ``code``/``field``/``message`` describe the first problem,
     ``problems`` all of them; ``status`` is the HTTP status the API answers with (400 unless
-    the subclass or caller says 403 forbidden, 404, 409 conflict)."""
+    the subclass or caller says 403 forbidden, 404, 409 conflict); ``retry_after``, the seconds
+    to wait before trying again where the refusal is for a moment (a 429's, a 503's: read by
+    :func:`retry_after_s`), None where it does not say."""
 
     status = 400
+    retry_after: int | None = None
 
     def __init__(
         self,
@@ -39,6 +42,7 @@ class ServiceError(Exception):
         *,
         more: Iterable[FieldProblem] = (),
         status: int | None = None,
+        retry_after: int | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -47,9 +51,21 @@ class ServiceError(Exception):
         self.problems: list[FieldProblem] = [FieldProblem(code, field, message), *more]
         if status is not None:
             self.status = status
+        if retry_after is not None:
+            self.retry_after = retry_after
 
     @classmethod
     def from_problems(cls, problems: Sequence[FieldProblem]) -> ServiceError:
         """One error reporting every problem; the first one gives ``code`` and ``field``."""
         first, *rest = problems
         return cls(first.code, first.field, first.message, more=rest)
+
+
+def retry_after_s(exc: BaseException) -> int | None:
+    """The seconds a refusal ``exc`` asks the client to wait before trying again, None where it
+    says nothing: a :class:`ServiceError`'s ``retry_after``, DRF's ``Throttled``'s ``wait`` (its
+    throttle's, rounded up by DRF). The one reading of them: the API's ``Retry-After`` header
+    (``config.api.exception_handler``) and a websocket refusal's close reason
+    (``scheduler.exec_session``, ws47) both say it."""
+    seconds = getattr(exc, "retry_after", None) if isinstance(exc, ServiceError) else getattr(exc, "wait", None)
+    return int(seconds) if seconds else None

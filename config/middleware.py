@@ -156,9 +156,11 @@ def database_refusal(exc: BaseException) -> ServiceError | None:
     :func:`is_connection_shortage`); None for any other error. Call it where the failure happened
     (on the thread whose connection it was)."""
     if is_lost_connection(exc):
-        return ServiceError("database_unavailable", None, DATABASE_UNAVAILABLE, status=503)
+        return ServiceError(
+            "database_unavailable", None, DATABASE_UNAVAILABLE, status=503, retry_after=DATABASE_RETRY_AFTER_S
+        )
     if is_connection_shortage(exc):
-        return ServiceError("database_busy", None, DATABASE_BUSY, status=503)
+        return ServiceError("database_busy", None, DATABASE_BUSY, status=503, retry_after=DATABASE_RETRY_AFTER_S)
     return None
 
 

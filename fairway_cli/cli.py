@@ -88,6 +88,7 @@ from fairway_cli.words import (
     reason_words,
     resubmitted_as_text,
     resubmitted_from_text,
+    retry_after_s,
     running_limit_text,
     silent_host_words,
     throttled_text,
@@ -494,21 +495,6 @@ class Api:
             )
         _ANSWERED.set(self.server)
         return escaped(data) if self.escape else data
-
-
-MAX_RETRY_AFTER_S = 600
-"""The longest ``Retry-After`` the CLI honours: a longer one (or an HTTP date) is read as this."""
-
-
-def retry_after_s(value: str | None) -> float | None:
-    """A ``Retry-After`` header's seconds (RFC 9110 §10.2.3), at most :data:`MAX_RETRY_AFTER_S`;
-    None without one. An HTTP date is read as the most (the CLI does not read the server's clock)."""
-    if not value:
-        return None
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        return float(min(int(text[:6]), MAX_RETRY_AFTER_S))
-    return float(MAX_RETRY_AFTER_S)
 
 
 _ANSWERED: contextvars.ContextVar[str | None] = contextvars.ContextVar("fairway_answered", default=None)
@@ -1426,7 +1412,9 @@ def _stream_refusal(exc: Any, wid: int) -> CliError:
     if exc.code in ("not_authenticated", "authentication_failed"):
         return CliError(EXIT_AUTH, NOT_LOGGED_IN_TEXT)
     if exc.unavailable:  # close 4503, 4429: as an API request's 503, 429 (answer_error; cli46, cli46b: exited 1)
-        return CliError(EXIT_TEMPFAIL, try_later_text(exc.status, _workload_words(wid, said)), exc.code)
+        # ws47: the seconds its close reason gave, as a Retry-After's
+        said = try_later_text(exc.status, _workload_words(wid, said), exc.retry_after)
+        return CliError(EXIT_TEMPFAIL, said, exc.code, exc.retry_after, exc.status)
     return CliError(EXIT_API, _workload_words(wid, said), exc.code)
 
 
@@ -1436,7 +1424,8 @@ def _stream_unreached(server: str, exc: Any) -> CliError:
     (:func:`answer_error`), anything else the server unreachable."""
     said = f"{server}: {exc}"
     if exc.status in TRY_LATER_STATUSES:
-        return CliError(EXIT_TEMPFAIL, try_later_text(exc.status, said))
+        retry_after = retry_after_s(exc.retry_after)  # its upgrade's Retry-After, as an API answer's (ws47)
+        return CliError(EXIT_TEMPFAIL, try_later_text(exc.status, said, retry_after), "", retry_after, exc.status)
     return CliError(EXIT_UNREACHABLE, said)
 
 

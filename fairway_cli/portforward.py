@@ -18,7 +18,7 @@ from typing import TextIO
 
 from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
 from fairway_cli import session
-from fairway_cli.words import TRY_LATER_STATUSES, try_later_text
+from fairway_cli.words import TRY_LATER_STATUSES, retry_after_s, try_later_text
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
 
 PATH = "/ws/port-forward/"
@@ -161,7 +161,7 @@ def serve(
 
     def refused_so(exc: session.SessionRefused) -> None:
         if exc.unavailable:  # said (a 503 or a 429); the next connection may be taken
-            say(try_later_text(exc.status, f"{exc.message} ({exc.code})"))
+            say(try_later_text(exc.status, f"{exc.message} ({exc.code})", exc.retry_after))
         else:
             (end_with if exc.code in FATAL else say)(exc.message)
 
@@ -175,7 +175,8 @@ def serve(
         except WebSocketError as exc:
             conn.close()
             said = f"{fwd.server}: {exc}"
-            say(try_later_text(exc.status, said) if exc.status in TRY_LATER_STATUSES else said)
+            later = exc.status in TRY_LATER_STATUSES
+            say(try_later_text(exc.status, said, retry_after_s(exc.retry_after)) if later else said)
             return
         refused = relay(ws, conn)
         if refused is not None:

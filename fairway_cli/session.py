@@ -19,7 +19,8 @@ import tty
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from fairway_cli.words import COMMAND_TOO_LONG, TRY_LATER_STATUSES
+from agent.protocol import STREAM_RETRY_AFTER_KEY
+from fairway_cli.words import COMMAND_TOO_LONG, TRY_LATER_STATUSES, retry_after_s
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
 
 READ_BYTES = 4096
@@ -35,7 +36,8 @@ command is refused here, not sent: past a few MiB the server reset the connectio
 class SessionRefused(Exception):
     """The server refused or ended the session: ``code`` (the API's: ``not_running``,
     ``forbidden``, ``host_offline``, ``agent_too_old``, ``throttled``, ...) and its words;
-    ``status``, the API's status of it (the close code's 4000 + status; 0 where none came)."""
+    ``status``, the API's status of it (the close code's 4000 + status; 0 where none came);
+    ``retry_after``, the seconds to wait the close reason says (:func:`close_retry_after`), or None."""
 
     def __init__(self, code: str, message: str, from_server: bool = True, status: int = 0) -> None:
         super().__init__(message)
@@ -43,6 +45,7 @@ class SessionRefused(Exception):
         self.message = message
         self.from_server = from_server  # the server's code and words, not the CLI's ("closed", "broken")
         self.status = status
+        self.retry_after: float | None = None
 
     @property
     def unavailable(self) -> bool:
@@ -51,9 +54,12 @@ class SessionRefused(Exception):
         return self.status in TRY_LATER_STATUSES
 
     def closed(self, payload: bytes) -> None:
-        """The close frame's ``payload`` that followed the refusal: its status, if it says one."""
+        """The close frame's ``payload`` that followed the refusal: its status, if it says one, and
+        when to try again, if its reason says it."""
         if not self.status:
             self.status = close_status(payload)
+        if self.retry_after is None:
+            self.retry_after = close_retry_after(payload)
 
 
 CLOSE_WAIT_S = 5.0
@@ -67,6 +73,20 @@ def close_status(payload: bytes) -> int:
         return 0
     (code,) = struct.unpack("!H", payload[:2])
     return code - 4000 if 4100 <= code < 4600 else 0
+
+
+def close_retry_after(payload: bytes) -> float | None:
+    """The seconds to wait before trying again that a close frame's ``payload`` says: its reason
+    ``{"retry_after": N}`` (the server's refusal whose API answer has ``Retry-After: N``; ws47),
+    read as that header is (:func:`~fairway_cli.words.retry_after_s`); None for any other reason."""
+    try:
+        reason = json.loads(payload[2:].decode()) if len(payload) > 2 else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+    seconds = reason.get(STREAM_RETRY_AFTER_KEY) if isinstance(reason, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
+        return None
+    return retry_after_s(str(seconds))
 
 
 @dataclass(slots=True)

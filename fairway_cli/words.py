@@ -77,6 +77,23 @@ TRY_LATER_STATUSES = (UNAVAILABLE_STATUS, THROTTLED_STATUS)
 (:func:`try_later_text`)."""
 
 
+MAX_RETRY_AFTER_S = 600
+"""The longest ``Retry-After`` the CLI honours: a longer one (or an HTTP date) is read as this."""
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` header's seconds (RFC 9110 §10.2.3), at most :data:`MAX_RETRY_AFTER_S`;
+    None without one. An HTTP date is read as the most (the CLI does not read the server's clock).
+    The one reading of the server's seconds: an API answer's header, a websocket upgrade's, a
+    websocket refusal's close reason (``fairway_cli.session.close_retry_after``, ws47)."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        return float(min(int(text[:6]), MAX_RETRY_AFTER_S))
+    return float(MAX_RETRY_AFTER_S)
+
+
 def try_again_words(retry_after: float | None) -> str:
     """When to try again: in the server's ``Retry-After`` seconds, when it gave them."""
     return f"try again in {round(retry_after)} s" if retry_after else "try again shortly"

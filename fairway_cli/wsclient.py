@@ -23,11 +23,12 @@ MAX_MESSAGE_BYTES = 16 << 20
 
 class WebSocketError(Exception):
     """The connection could not be opened, or broke (``status``: the HTTP status of a refused
-    upgrade, 0 otherwise)."""
+    upgrade, 0 otherwise; ``retry_after``: that answer's ``Retry-After`` header, as sent)."""
 
-    def __init__(self, message: str, status: int = 0) -> None:
+    def __init__(self, message: str, status: int = 0, retry_after: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
 
 
 def _mask(payload: bytes, key: bytes) -> bytes:
@@ -78,12 +79,13 @@ class WebSocket:
         status_line, *header_lines = head.decode("latin-1").split("\r\n")
         words = status_line.split(" ", 2)
         status = int(words[1]) if len(words) > 1 and words[1].isdigit() else 0
-        if status != 101:
-            raise WebSocketError(f"the server refused the websocket: HTTP {status}", status)
         answered = {}
         for line in header_lines:
             name, _, value = line.partition(":")
             answered[name.strip().lower()] = value.strip()
+        if status != 101:
+            refused = f"the server refused the websocket: HTTP {status}"
+            raise WebSocketError(refused, status, answered.get("retry-after"))
         accept = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()  # noqa: S324 -- RFC 6455
         if answered.get("sec-websocket-accept") != accept:
             raise WebSocketError("the server's websocket answer is not RFC 6455's")

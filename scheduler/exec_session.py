@@ -14,7 +14,8 @@ Frames, client → server: the first, text, ``{"workload", "attempt", "command",
 ``{"type": "resize", "rows", "cols"}``. Server → client: text ``{"type": "started", "attempt",
 "host"}``; binary frames of output; text ``{"type": "exit", "exit_code", "timed_out"}`` (and
 ``message``: why the agent ended it) last (then close 1000), or ``{"type": "error", "code",
-"message"}`` and close 4000 + the API's status.
+"message"}`` and close 4000 + the API's status, its reason ``{"retry_after": N}`` where the API's
+answer of the refusal has ``Retry-After: N`` (``throttled``, ``database_unavailable``; ws47).
 
 The backing services failing (ws63) are refusals too, logged in one line without a traceback: the
 channel layer (Redis) unreachable, before the agent's connection took it, is the one-shot exec's
@@ -57,8 +58,14 @@ from typing import Any
 from channels.consumer import get_handler_name
 from django.conf import settings
 
-from agent.protocol import EXEC_CHUNK_BYTES, EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, one_persons_share
-from config.errors import ServiceError
+from agent.protocol import (
+    EXEC_CHUNK_BYTES,
+    EXEC_TTY_WINDOW,
+    EXEC_TTY_WINDOW_CHUNKS,
+    STREAM_RETRY_AFTER_KEY,
+    one_persons_share,
+)
+from config.errors import ServiceError, retry_after_s
 from scheduler import execs, gateway
 from scheduler.gateway import agent_db
 from scheduler.layer_read import LayerReadConsumer
@@ -115,6 +122,16 @@ def _take_session(user_id: int) -> None:
             status=429,
         )
     _held[user_id] = mine + 1
+
+
+def refusal_close_reason(exc: ServiceError) -> str | None:
+    """The close reason of refusal ``exc``: ``{"retry_after": N}``, N the seconds of the API's
+    ``Retry-After`` of the same refusal (:func:`config.errors.retry_after_s`: a 429 ``throttled``'s,
+    a 503 ``database_unavailable``'s), None (no reason) where that answer has none. The CLI reads
+    it as it reads the header (``fairway_cli.session.close_retry_after``); under 30 bytes, well
+    inside a close frame's 123 (RFC 6455 §5.5)."""
+    seconds = retry_after_s(exc)
+    return json.dumps({STREAM_RETRY_AFTER_KEY: seconds}, separators=(",", ":")) if seconds else None
 
 
 def _give_back_session(user_id: int) -> None:
@@ -248,8 +265,10 @@ class AttemptStreamConsumer(LayerReadConsumer):
         await handler(message)
 
     async def refuse(self, exc: ServiceError) -> None:
-        """Say why (the API's code and words) and close with 4000 + the API's status; a backing
-        service's failure (5xx) is logged in one line, with its cause."""
+        """Say why (the API's code and words) and close with 4000 + the API's status, the reason
+        saying when to try again where the API's answer has a ``Retry-After``
+        (:func:`refusal_close_reason`); a backing service's failure (5xx) is logged in one line,
+        with its cause."""
         if self.ended:
             return
         self.ended = True
@@ -260,7 +279,7 @@ class AttemptStreamConsumer(LayerReadConsumer):
             logger.warning("%s refused, %s: %s%s", self.WHAT, exc.code, exc.message, why)
         with contextlib.suppress(Exception):
             await self.send(text_data=json.dumps({"type": "error", "code": exc.code, "message": exc.message}))
-            await self.close(code=4000 + exc.status)
+            await self.close(code=4000 + exc.status, reason=refusal_close_reason(exc))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.ended or self.user is None:

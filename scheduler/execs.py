@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 
 from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode, one_persons_share
-from config.errors import ServiceError
+from config.errors import ServiceError, retry_after_s
 from fairway_cli.words import COMMAND_TOO_LONG, HOLD_WORDS, LEAVE_OUT_ATTEMPT, LEAVE_OUT_RANK
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
@@ -355,12 +355,15 @@ def _first_frame(
     latest) and ``rank`` (a gang member's, default 0)."""
     from types import SimpleNamespace
 
+    from rest_framework.exceptions import Throttled
+
     from config.throttling import ExecRateThrottle
 
     throttle = ExecRateThrottle()
     if counted and not throttle.allow_request(SimpleNamespace(user=user, META={}), None):
-        wait = max(1, int(throttle.wait() or 1))
-        raise _refuse("throttled", f"Request was throttled. Expected available in {wait} seconds.", 429)
+        # the API's 429 of the same throttle (DRF's Throttled): its words and its Retry-After's seconds (ws47)
+        throttled = Throttled(throttle.wait())
+        raise ServiceError("throttled", None, str(throttled.detail), status=429, retry_after=retry_after_s(throttled))
     if not isinstance(data, dict):
         raise _refuse("invalid", f"The first frame is a JSON object: {example}.", 400)
     unknown = sorted(set(data) - fields - {"rank"})

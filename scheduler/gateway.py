@@ -1221,6 +1221,37 @@ def hub() -> AgentHub:
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def _run_of(handler: Any) -> tuple[asyncio.Runner, asyncio.Future[Any] | None] | None:
+    """``asyncio.run``'s own SIGINT handler for its run (``asyncio.Runner``'s: a partial of its
+    ``_on_sigint`` with its main task): the runner and that task; None for any other handler."""
+    if isinstance(handler, functools.partial):
+        runner = getattr(handler.func, "__self__", None)
+        if isinstance(runner, asyncio.Runner):
+            task = handler.keywords.get("main_task")
+            return runner, task if isinstance(task, asyncio.Future) else None
+    return None
+
+
+def _of_closed_loop(handler: Any) -> bool:
+    """Whether signal ``handler`` belongs to an event loop that is closed (or gone): ``asyncio.run``'s
+    handler once its run ended (:func:`_run_of`), or a closed loop's own method."""
+    run = _run_of(handler)
+    if run is not None:
+        loop = getattr(run[0], "_loop", None)
+        return loop is None or loop.is_closed()
+    owner = getattr(handler, "__self__", None)
+    return isinstance(owner, asyncio.AbstractEventLoop) and owner.is_closed()
+
+
+def _unless_closed(sig: int, handler: Any) -> Any:
+    """``handler``, or where it belongs to a closed loop (:func:`_of_closed_loop`) what
+    ``asyncio.run`` puts back once its loop ends: Python's default for SIGINT, none for another
+    (ws47: a closed run's handler raised ``KeyboardInterrupt`` wherever the main thread was)."""
+    if not _of_closed_loop(handler):
+        return handler
+    return signal.default_int_handler if sig == signal.SIGINT else None
+
+
 def _chain_stop_signals() -> None:
     """Have SIGTERM and SIGINT also :meth:`~AgentHub.stop` every hub of this process, then call the
     handler installed before (uvicorn's, which starts its graceful shutdown); only where a Python
@@ -1231,11 +1262,19 @@ def _chain_stop_signals() -> None:
     before (agents leaving, or closed by the shutdown) to handle the attempt events it had read:
     with the database busy, hundreds of them queued behind the agent-database threads kept the
     process running past a process manager's stop timeout (10 s for podman and docker) and
-    uvicorn's own 30 s (docs/benchmarks/api_load.md, web30)."""
+    uvicorn's own 30 s (docs/benchmarks/api_load.md, web30).
+
+    ws47: a handler of one event loop's run (``asyncio.run``'s SIGINT handler, :func:`_run_of`)
+    is chained only for that run: when its main task ends the handler before is put back (and
+    ``asyncio.run`` then puts Python's default back, as without a hub), and a handler whose loop
+    closed is never called (:func:`_unless_closed`). The chain kept it for good: every later
+    SIGINT of the process raised ``KeyboardInterrupt`` wherever the main thread was (in a finalizer
+    or a callback Python prints ``Exception ignored ... KeyboardInterrupt``), and no later
+    ``asyncio.run`` installed its own."""
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in _STOP_SIGNALS:
-        previous = signal.getsignal(sig)
+        previous = _unless_closed(sig, signal.getsignal(sig))
         if not callable(previous) or getattr(previous, "stops_agent_hubs", False):
             continue
 
@@ -1243,10 +1282,23 @@ def _chain_stop_signals() -> None:
             for loop, found in list(_hubs.items()):
                 with contextlib.suppress(RuntimeError):  # a loop closed meanwhile
                     loop.call_soon_threadsafe(found.stop)
-            previous(signum, frame)
+            handler = _unless_closed(signum, previous)
+            if callable(handler):
+                handler(signum, frame)
 
         on_stop.stops_agent_hubs = True  # type: ignore[attr-defined]
         signal.signal(sig, on_stop)
+        run = _run_of(previous)
+        if run is not None and run[1] is not None:
+            run[1].add_done_callback(functools.partial(_unchain, sig, on_stop, previous))
+
+
+def _unchain(sig: int, on_stop: Any, previous: Any, _task: Any) -> None:
+    """The run whose handler ``previous`` is ended (its main task is done, on its loop's thread:
+    the main thread): ``previous`` installed again in place of ``on_stop``, where that is still the
+    one installed, so ``asyncio.run`` puts Python's default back (:func:`_chain_stop_signals`)."""
+    if signal.getsignal(sig) is on_stop:
+        signal.signal(sig, previous)
 
 
 # --- log tails (the agent keeps each attempt's log; the UI and CLI ask for its tail) ----------

@@ -81,7 +81,13 @@ def _frame(opcode: int, payload: bytes) -> bytes:
 
 
 def _serve_one(
-    conn: socket.socket, server: FakeServer, status: int, refusal: dict[str, Any] | None, close: int
+    conn: socket.socket,
+    server: FakeServer,
+    status: int,
+    refusal: dict[str, Any] | None,
+    close: int,
+    reason: str = "",
+    retry_after: str = "",
 ) -> None:
     with conn:
         request = b""
@@ -91,7 +97,10 @@ def _serve_one(
                 return
             request += chunk
         if status != 101:
-            conn.sendall(f"HTTP/1.1 {status} Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+            header = f"Retry-After: {retry_after}\r\n" if retry_after else ""
+            conn.sendall(
+                f"HTTP/1.1 {status} Unavailable\r\n{header}Content-Length: 0\r\nConnection: close\r\n\r\n".encode()
+            )
             return
         key = next(
             line.split(":", 1)[1].strip()
@@ -108,16 +117,23 @@ def _serve_one(
         server.firsts.append(json.loads(_read_frame(conn)))
         if refusal is not None:
             conn.sendall(_frame(0x1, json.dumps({"type": "error", **refusal}).encode()))
-        conn.sendall(_frame(0x8, struct.pack("!H", close)))
+        conn.sendall(_frame(0x8, struct.pack("!H", close) + reason.encode()))
         with contextlib.suppress(OSError):
             _read_frame(conn)  # the client's close
 
 
 @contextlib.contextmanager
-def fake_server(status: int = 101, refusal: dict[str, Any] | None = None, close: int = 1000) -> Iterator[FakeServer]:
+def fake_server(
+    status: int = 101,
+    refusal: dict[str, Any] | None = None,
+    close: int = 1000,
+    reason: str = "",
+    retry_after: str = "",
+) -> Iterator[FakeServer]:
     """A server on a free local port that answers each websocket: HTTP ``status`` at the upgrade
-    (not 101: refused there), else takes the first frame, sends ``refusal`` (``{"code",
-    "message"}``) as an error frame, and closes with ``close`` (4000 + the API's status)."""
+    (not 101: refused there, with ``Retry-After: retry_after`` where given), else takes the first
+    frame, sends ``refusal`` (``{"code", "message"}``) as an error frame, and closes with ``close``
+    (4000 + the API's status) and ``reason`` (``{"retry_after": N}``: scheduler.exec_session, ws47)."""
     listener = socket.create_server(("127.0.0.1", 0))
     server = FakeServer(f"http://127.0.0.1:{listener.getsockname()[1]}")
     stop = threading.Event()
@@ -132,7 +148,9 @@ def fake_server(status: int = 101, refusal: dict[str, Any] | None = None, close:
             except OSError:
                 return
             conn.settimeout(10)
-            threading.Thread(target=_serve_one, args=(conn, server, status, refusal, close), daemon=True).start()
+            threading.Thread(
+                target=_serve_one, args=(conn, server, status, refusal, close, reason, retry_after), daemon=True
+            ).start()
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
