@@ -367,11 +367,17 @@ def keep_efficiency(before: datetime, now: datetime | None = None) -> int:
     (``Attempt.efficiency_kept``), as read now: the GPU metrics' prune calls it before it deletes
     the minute samples older than ``before`` (``scheduler.metrics.prune``), so an ended attempt
     reads the same figure after its samples are gone (util47: it read fewer minutes, or "not
-    measured"). Returns how many were kept. Idempotent: a kept figure is never weighed again."""
+    measured"). Returns how many were kept. Idempotent: a kept figure is never weighed again. Only
+    the attempts that ended after the oldest minute sample stored: one that ended before it has
+    none left to lose (a first prune after an upgrade weighs the retention's edge, not every
+    attempt of the past; about 1,400 attempts took 3.3 s on PostgreSQL, 16 s on SQLite)."""
     from scheduler.models import Attempt
 
     now = now or timezone.now()
-    pending = Attempt.objects.filter(ended_at__isnull=False, efficiency_kept__isnull=True, placed_at__lt=before)
+    oldest = GpuMinuteSample.objects.order_by("minute").values_list("minute", flat=True).first()
+    if oldest is None or oldest >= before:
+        return 0
+    pending = Attempt.objects.filter(ended_at__gt=oldest, efficiency_kept__isnull=True, placed_at__lt=before)
     ids = list(pending.order_by("pk").values_list("pk", flat=True))
     kept = 0
     for i in range(0, len(ids), KEEP_BATCH):

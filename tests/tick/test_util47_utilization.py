@@ -152,6 +152,7 @@ def test_a_finished_attempts_efficiency_is_the_same_after_its_samples_are_pruned
                 utilization_sum=4 * util,
                 memory_used_max_mb=40_000,
             )
+    gone = _held(tw, [g1], w, placed=minute - timedelta(days=9), ended=minute - timedelta(days=8))  # none left
     recent = tw.now.replace(second=0, microsecond=0) - timedelta(days=1)
     new = _held(tw, [g0], w, placed=recent, ended=recent + timedelta(minutes=5))
     for m in range(5):
@@ -169,6 +170,7 @@ def test_a_finished_attempts_efficiency_is_the_same_after_its_samples_are_pruned
     kept = Attempt.objects.get(pk=old.pk).efficiency_kept
     assert kept is not None and kept["held"] == 2 * (20 * 60 - 30)
     assert Attempt.objects.get(pk=new.pk).efficiency_kept is None  # none of its minutes pruned yet
+    assert Attempt.objects.get(pk=gone.pk).efficiency_kept is None  # ended before the oldest sample: not weighed
     metrics.prune(tw.now, days=30)
     assert efficiency_of_attempts([old.pk])[old.pk].as_data() == before[old.pk]
 
