@@ -19,7 +19,9 @@ from budgets.models import UsageEntry
 from config.admin_ids import AdminIdsMixin
 from config.errors import ServiceError
 from fairway_cli.numbers import duration_text, gpu_time_text, instant_text
+from fairway_cli.words import efficiency_lines
 from scheduler.accounting import attempt_charged_gpu_seconds, silent_until
+from scheduler.efficiency import efficiency_of_attempts
 from scheduler.gpu_report import unreported
 from scheduler.lifecycle import do_approve_host_inventory
 from scheduler.models import (
@@ -611,6 +613,7 @@ class AttemptAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
     search_fields = ["workload__name", "host__name"]
     list_select_related = ["workload", "host"]
     inlines = [AttemptGPUInline]
+    readonly_fields = ["efficiency"]
 
     # Instants and GPU-time as the pages and the CLI write them (try40: "noon", "p.m." and raw
     # GPU-seconds here, "12:00:15 UTC" and "1.23 GPU-h" there).
@@ -632,6 +635,15 @@ class AttemptAdmin(AdminIdsMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attempt]:
         return super().get_queryset(request).prefetch_related("gpu_links__gpu__host")
+
+    @admin.display(description="efficiency")
+    def efficiency(self, obj: Attempt) -> str:
+        """Its efficiency as the API, ``fairway seff`` and the workload page say it
+        (``scheduler.efficiency``; an ended one's kept before its samples are pruned, util47)."""
+        found = efficiency_of_attempts([obj.pk]).get(obj.pk)
+        if found is None:
+            return "-"
+        return "; ".join(f"{label}: {words}" for label, words in efficiency_lines(found.as_data()))
 
     @admin.display(description="charged", ordering="charged_gpu_seconds")
     def charged(self, obj: Attempt) -> str:

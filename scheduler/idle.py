@@ -85,9 +85,22 @@ def after_s() -> int:
     return int(settings.FAIRWAY["IDLE_AFTER_S"])
 
 
+def quiet_held(held: float, busy: float, pct: float) -> bool:
+    """The one rule of an idle GPU-minute (util47): its busy seconds
+    (:func:`scheduler.pyramid.minute_busy`, the utilization's) are under ``pct`` (:func:`threshold_pct`)
+    of the seconds it was held; exactly the threshold is busy. So a minute reads idle exactly when
+    its utilization reads under the threshold: a partly held one by its held seconds' readings,
+    not by the minute's mean with the free seconds' 0 % (20 s held of a minute sampled every 15 s,
+    busy all along, read 100 % and idle under a 30 % threshold). A minute held whole (this
+    module's minutes: from the confirmed start to now, the one in progress so far) is
+    :func:`quiet_minute`, the same rule in SQL."""
+    return held > 0 and busy < held * pct / 100.0
+
+
 def quiet_minute(pct: float) -> Q:
-    """A ``GpuMinuteSample`` whose mean utilization is under ``pct`` (:func:`threshold_pct`): an idle
-    minute, of this module's rule and of ``scheduler.efficiency``'s share of minutes idle. A minute
+    """:func:`quiet_held` of a ``GpuMinuteSample`` held whole, in SQL: its mean utilization is under
+    ``pct`` (its busy seconds are 60 s, or those so far, × its mean): an idle minute, of this
+    module's rule and of ``scheduler.efficiency``'s share of the minutes held whole. A minute
     whose utilization no sample read is not quiet: unknown is not idle (nvml56)."""
     return measured_minutes() & Q(utilization_sum__lt=F("utilization_samples") * pct)
 

@@ -19,14 +19,20 @@ And :func:`efficiency_idle_reference`, the minute rule of ``scheduler.efficiency
 utilized and idle GPU-seconds: per GPU an attempt held over ``[placed_at, released_at or ended_at or
 now)``, a minute is its own when it held it whole, or in part with no other attempt holding that GPU
 in it (util46; a minute another attempt held too is both jobs' samples, util63). Each read minute of
-its own is measured for the seconds held of it; it is idle for them when quiet (by the minute's
-mean); its busy seconds are 60 s (the seconds so far, in the minute in progress) times the minute's
-mean, never more than the seconds held (busy46: the rest of a partly held minute the GPU was free,
-and its 0 % must not dilute the job's figure). An attempt that ended without starting measured nothing (try61).
+its own is measured for the seconds held of it. Its busy seconds: held whole, 60 s (the seconds so
+far, in the minute in progress) times the minute's mean; held in part, the rest of the minute the
+GPU was free and read 0 % (busy46: that must not dilute the job's figure), so every busy reading was
+taken in the seconds held, and of the readings spread evenly over the minute these held a whole
+number, the fewest of the two they can hold (util47: ⌊x⌋ or ⌈x⌉ of x = readings × held / sampled
+seconds) that has room for the busy readings; the busy seconds are the held seconds times the busy
+readings' share of those, never more than the seconds held. It is idle for them when quiet: its
+busy seconds under the threshold's share of the seconds held, held whole its mean under it (util47).
+An attempt that ended without starting measured nothing (try61).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -41,6 +47,7 @@ class Reading:
 
     minute: datetime
     mean_pct: float | None
+    readings: int = 0  # the heartbeats that read its utilization
 
 
 def _readings(gpu_id: int) -> dict[datetime, Reading]:
@@ -49,7 +56,7 @@ def _readings(gpu_id: int) -> dict[datetime, Reading]:
     out = {}
     for row in GpuMinuteSample.objects.filter(gpu_id=gpu_id):
         if row.samples > 0:
-            out[row.minute] = Reading(row.minute, row.utilization_mean)
+            out[row.minute] = Reading(row.minute, row.utilization_mean, row.utilization_samples)
     return out
 
 
@@ -123,6 +130,18 @@ def idle_reference(now: datetime | None = None) -> dict[int, IdleReference]:
     return found
 
 
+def _busy_seconds(held: float, so_far: float, mean: float, readings: int) -> float:
+    """A GPU-minute's busy seconds of the ``held`` ones, written slowly (the module's docstring)."""
+    if held >= so_far:
+        return held * mean  # held all the seconds sampled: the mean is the holder's
+    busy_readings = mean * readings
+    spread = readings * held / so_far  # the readings the held seconds hold on average
+    for taken in sorted({math.floor(spread + 1e-9), math.ceil(spread - 1e-9)}):
+        if busy_readings <= taken + 1e-9:  # the fewest with room for every busy reading
+            return min(held, held * busy_readings / taken) if taken else 0.0
+    return held  # more busy readings than they can hold: rounding only
+
+
 @dataclass(frozen=True)
 class EfficiencyIdleReference:
     measured: float  # GPU-seconds held in minutes of its own whose utilization was read
@@ -158,11 +177,12 @@ def efficiency_idle_reference(now: datetime | None = None) -> dict[int, Efficien
                 reading = readings.get(minute)
                 if (whole or not shared) and reading is not None and reading.mean_pct is not None:
                     measured += held
-                    if is_quiet(reading, pct):
-                        idle += held
                     so_far = min(MINUTE.total_seconds(), max(held, (now - minute).total_seconds()))
                     mean = min(100.0, max(0.0, reading.mean_pct)) / 100.0
-                    utilized += min(held, so_far * mean)
+                    busy = _busy_seconds(held, so_far, mean, reading.readings)
+                    if busy < held * pct / 100:
+                        idle += held
+                    utilized += busy
                 minute += MINUTE
         out[attempt.pk] = EfficiencyIdleReference(measured, idle, utilized)
     return out

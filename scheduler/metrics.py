@@ -99,8 +99,13 @@ def record_samples(samples: Iterable[tuple[int, str, Mapping[str, Any]]], now: d
 
 
 def prune(now: datetime | None = None, days: int | None = None) -> int:
-    """Delete minute samples older than the retention; returns the number deleted."""
+    """Delete minute samples older than the retention; returns the number deleted. First every
+    ended attempt placed before the cutoff keeps its efficiency as it reads now
+    (``scheduler.efficiency.keep_efficiency``): its figure is the same after (util47)."""
+    from scheduler.efficiency import keep_efficiency
+
     now = now or timezone.now()
     cutoff = now - timedelta(days=days if days is not None else retention_days())
+    keep_efficiency(cutoff, now)
     deleted, _ = GpuMinuteSample.objects.filter(minute__lt=cutoff).delete()
     return deleted

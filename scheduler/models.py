@@ -519,6 +519,13 @@ class Attempt(models.Model):
         editable=False,
         help_text="the start of the idle stretch its owner was last told of (scheduler.idle): told once a stretch",
     )
+    efficiency_kept = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="an ended attempt's efficiency, kept before its GPU minute samples are pruned "
+        "(scheduler.efficiency.keep_efficiency); none: read from the samples",
+    )
 
     class Meta:
         ordering = ["-id"]

@@ -10,7 +10,8 @@ For one cluster and one hour ``[h, h + 1 h)``, in GPU-seconds:
   split into **allocated** (allocated and funded) and **unallocated** (unallocated or unfunded).
 - **utilized**: occupied GPU-seconds × NVML utilization, where it was measured. Per minute from
   the GPU time series (``GpuMinuteSample``: the minute's busy GPU-seconds, 60 s × its mean
-  utilization, bounded by the seconds the GPU was occupied in it: :func:`minute_busy`, busy46);
+  utilization when occupied whole; when occupied in part, its busy readings' share of those taken
+  in the seconds occupied: :func:`minute_busy`, busy46, util47);
   for a GPU without any minute sample in the hour, the GPU's latest sample (``last_sample``)
   stands for the whole hour — an approximation, and only when that sample was taken in the hour
   (its host's last heartbeat falls in it).
@@ -32,6 +33,7 @@ Fractions are of the registered GPU-time. The roll-up of an hour is idempotent (
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -107,28 +109,53 @@ def sampled_seconds(minute: datetime, now: datetime | None = None) -> float:
     return min(MINUTE.total_seconds(), max(0.0, (now - minute).total_seconds()))
 
 
-def minute_busy(held: float, mean: float, sampled: float = 60.0) -> float:
-    """The one rule of a GPU-minute's busy time (busy46): the minute's samples are the GPU's, so its
-    busy GPU-seconds are ``sampled`` (60 s, :func:`sampled_seconds`) times its mean
-    (:func:`minute_utilization`), and they are its holders': ``held``, the seconds the GPU was held
-    in the minute (every hold of it together), bounds them. A minute held whole is 60 s × its mean;
-    a minute held in part is not diluted by the free seconds' 0 % (a 90 s job busy all along reads
-    100 %, not about 75 %). The pyramid's (:func:`weigh_minutes`) and an attempt's own partly held
-    minutes (``scheduler.efficiency``)."""
+_EPS = 1e-9
+"""The slack of :func:`minute_busy`'s whole numbers of readings (float sums of percentages)."""
+
+
+def minute_busy(held: float, mean: float, samples: int, sampled: float = 60.0) -> float:
+    """The one rule of a GPU-minute's busy time (busy46, util47): the minute's samples are the
+    GPU's, and its busy seconds are its holders': ``held``, the seconds the GPU was held in the
+    minute (every hold of it together), bounds them. ``mean`` is the minute's
+    (:func:`minute_utilization`) over its ``samples`` readings (``utilization_samples``), taken
+    evenly over its ``sampled`` seconds (60 s, or so far in the minute in progress:
+    :func:`sampled_seconds`). A minute held whole is ``sampled`` × its mean. In a minute held in
+    part, the free seconds read about 0 %, so the busy seconds are the held seconds' readings:
+    ``mean × samples`` busy readings over the readings taken in the held seconds, a whole number,
+    ⌊x⌋ or ⌈x⌉ of x = ``samples × held / sampled`` (where the grid fell): ⌈x⌉ when the busy
+    readings are more than ⌊x⌋ could give, else ⌊x⌋, the fewest the readings allow. So a GPU busy
+    all the seconds held reads 100 % whichever way the grid fell (util47: 60 s × the mean, x read
+    as a fraction of a reading, made a 90 s job at 100 % sampled every 15 s read 94 %, and one
+    sampled every 5 s with a reading missing 97 %; busy46 before: the free seconds' 0 % diluted
+    it to 75 %). Held seconds in which no reading fell (a 3 s hold of a minute read every 5 s)
+    read none busy: nothing was read of them. The pyramid's (:func:`weigh_minutes`) and an
+    attempt's own partly held minutes (``scheduler.efficiency``); the idle judgement of a held
+    minute reads it too (``scheduler.idle.quiet_held``)."""
     span = max(held, min(sampled, MINUTE.total_seconds()))
-    return max(0.0, min(held, span * mean))
+    if held <= 0 or samples <= 0:
+        return 0.0
+    if held >= span:
+        return held * mean
+    busy = mean * samples  # the minute's busy readings (each 0..1), all of them in the held seconds
+    x = samples * held / span
+    fewest = math.floor(x + _EPS)
+    taken = fewest if busy <= fewest + _EPS else math.ceil(x - _EPS)
+    return min(held, held * busy / taken) if taken > 0 else 0.0
 
 
 def weigh_minutes(
-    holds: Iterable[tuple[datetime, datetime]], series: dict[datetime, float], now: datetime | None = None
+    holds: Iterable[tuple[datetime, datetime]],
+    series: dict[datetime, tuple[float, int]],
+    now: datetime | None = None,
 ) -> tuple[float, float]:
     """A GPU-time weighted utilization of one GPU held over ``holds`` (``[a0, a1)`` each), with
-    ``series`` (minute → :func:`minute_utilization`) its sampled minutes: returns ``(measured,
-    utilized)`` GPU-seconds. Each sampled minute is measured for the seconds held of it (all holds
-    together) and utilized for :func:`minute_busy` of them: two holds in one minute share its busy
-    time, never count it twice. A minute without a sample is not measured (never 0 %). The
-    pyramid's (:func:`compute_hour`); an attempt's (``scheduler.efficiency``) weighs its minutes
-    the same way, but only those no other attempt held the GPU in, its own samples (util63, util46)."""
+    ``series`` (minute → :func:`minute_utilization` and its readings, ``utilization_samples``) its
+    sampled minutes: returns ``(measured, utilized)`` GPU-seconds. Each sampled minute is measured
+    for the seconds held of it (all holds together) and utilized for :func:`minute_busy` of them:
+    two holds in one minute share its busy time, never count it twice. A minute without a sample is
+    not measured (never 0 %). The pyramid's (:func:`compute_hour`); an attempt's
+    (``scheduler.efficiency``) weighs its minutes the same way, but only those no other attempt
+    held the GPU in, its own samples (util63, util46)."""
     held: dict[datetime, float] = defaultdict(float)
     for a0, a1 in holds:
         minute = a0.replace(second=0, microsecond=0)
@@ -138,21 +165,22 @@ def weigh_minutes(
                 held[minute] += _overlap(a0, a1, minute, nxt)
             minute = nxt
     measured = sum(held.values())
-    utilized = sum(minute_busy(h, series[m], sampled_seconds(m, now)) for m, h in held.items())
+    utilized = sum(minute_busy(h, *series[m], sampled_seconds(m, now)) for m, h in held.items())
     return measured, utilized
 
 
-def _minute_samples(gpu_ids: list[int], start: datetime, end: datetime) -> dict[int, dict[datetime, float]]:
-    """GPU id → minute → mean utilization (0..1) from the per-minute roll-ups, if that table exists."""
+def _minute_samples(gpu_ids: list[int], start: datetime, end: datetime) -> dict[int, dict[datetime, tuple[float, int]]]:
+    """GPU id → minute → mean utilization (0..1) and its readings, from the per-minute roll-ups, if
+    that table exists."""
     try:
         from scheduler.models import GpuMinuteSample
     except ImportError:  # pragma: no cover - the time series is optional
         return {}
-    out: dict[int, dict[datetime, float]] = defaultdict(dict)
+    out: dict[int, dict[datetime, tuple[float, int]]] = defaultdict(dict)
     rows = GpuMinuteSample.objects.filter(measured_minutes(), gpu_id__in=gpu_ids, minute__gte=start, minute__lt=end)
     values = rows.values_list("gpu_id", "minute", "utilization_sum", "utilization_samples")
     for gpu_id, minute, total, n in values.iterator():
-        out[gpu_id][minute] = minute_utilization(total, n)
+        out[gpu_id][minute] = (minute_utilization(total, n), n)
     return out
 
 

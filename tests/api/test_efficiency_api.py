@@ -5,6 +5,7 @@ each attempt's ``efficiency`` (one query), the history's ``utilization``, ``fair
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -136,8 +137,9 @@ def test_every_surface_reads_a_short_jobs_one_utilization(
 ):
     """util46: a 50 s job (placed at :40, ended at 1:30) held no whole minute and read "not measured"
     everywhere, though the agent sampled its GPU; each minute now counts for the seconds held of it,
-    with its busy seconds, 60 s × its mean bounded by them (busy46: 20 s held of a minute at 30 %,
-    18 s busy; 30 s of one at 90 %, 30 s busy: 96 %; the held seconds' weights read 66 %), the same
+    with its busy seconds (util47: 20 s held of a minute of four readings at 30 %, 1.2 busy readings,
+    so two fell in the 20 s: 12 s busy; 30 s of one at 90 %, 30 s busy: 84 %; busy46 read 60 s × the
+    mean bounded by the seconds held, 96 %; the held seconds' weights read 66 %), the same
     figure on the API's detail and history, ``fairway show``, ``seff`` and ``history``, the workload
     page, and the cluster's pyramid (its metrics)."""
     from scheduler.models import Host
@@ -159,20 +161,51 @@ def test_every_surface_reads_a_short_jobs_one_utilization(
         )
     Workload.objects.filter(pk=w.pk).update(state=Workload.State.SUCCEEDED, finished_at=timezone.now())
     data = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
-    assert data["efficiency"]["utilization"] == 0.96 and data["attempts"][0]["efficiency"]["utilization"] == 0.96
+    assert data["efficiency"]["utilization"] == 0.84 and data["attempts"][0]["efficiency"]["utilization"] == 0.84
     rows = researcher_client.get("/api/v1/workloads/history/").json()["results"]
-    assert [(r["workload"], r["utilization"]) for r in rows] == [(w.pk, 0.96)]
-    assert "GPU utilization: 96% (mean over the measured GPU-time)" in run_cli(
+    assert [(r["workload"], r["utilization"]) for r in rows] == [(w.pk, 0.84)]
+    assert "GPU utilization: 84% (mean over the measured GPU-time)" in run_cli(
         monkeypatch, researcher, "show", str(w.pk)
     )
-    assert "GPU utilization: 96%" in run_cli(monkeypatch, researcher, "seff", str(w.pk))
-    assert any(line.endswith(",0.96") for line in run_cli(monkeypatch, researcher, "history", "--csv").splitlines())
+    assert "GPU utilization: 84%" in run_cli(monkeypatch, researcher, "seff", str(w.pk))
+    assert any(line.endswith(",0.84") for line in run_cli(monkeypatch, researcher, "history", "--csv").splitlines())
     client.force_login(researcher)
-    assert '<td class="num attempt-util">96%</td>' in client.get(f"/workloads/{w.pk}/").content.decode()
+    assert '<td class="num attempt-util">84%</td>' in client.get(f"/workloads/{w.pk}/").content.decode()
     for hour in {hour_of(attempt.placed_at), hour_of(attempt.ended_at)}:
         if hour < hour_of(timezone.now()):
             rollup_hour(gpu.host.cluster, hour)
     pyramid = researcher_client.get("/api/v1/metrics/pyramid/").json()
     (cluster,) = [c for c in pyramid if c["cluster"] == gpu.host.cluster.name]
-    assert cluster["total"]["utilization_of_occupied"] == 0.96
-    assert "occupied GPU-time at 96% mean utilization" in client.get("/metrics/").content.decode()
+    assert cluster["total"]["utilization_of_occupied"] == 0.84
+    assert "occupied GPU-time at 84% mean utilization" in client.get("/metrics/").content.decode()
+
+
+def test_a_finished_workloads_efficiency_survives_the_samples_prune_on_every_surface(
+    admin_client, client, monkeypatch, researcher, researcher_client, twice
+):
+    """util47: the retention job deleted the minute samples and an ended attempt's figure was read
+    again from what was left: 80 % became "not measured" on the API, the CLI, the page. Its figure
+    is kept before the prune (``Attempt.efficiency_kept``), one source every surface reads."""
+    from scheduler import metrics
+
+    client.force_login(researcher)
+
+    def surfaces():
+        detail = researcher_client.get(f"/api/v1/workloads/{twice.pk}/").json()
+        history = researcher_client.get("/api/v1/workloads/history/").json()["results"]
+        seff = run_cli(monkeypatch, researcher, "seff", str(twice.pk))
+        html = client.get(f"/workloads/{twice.pk}/").content.decode()
+        page = re.search(r'id="efficiency".*?</table>', html, re.S).group(0), re.findall(r'attempt-util">[^<]*', html)
+        first = twice.attempts.get(number=1)
+        html = admin_client.get(f"/admin/scheduler/attempt/{first.pk}/change/").content.decode()
+        admin = re.search(r'field-efficiency.*?<div class="readonly">(.*?)</div>', html, re.S).group(1)
+        return detail["efficiency"], [a["efficiency"] for a in detail["attempts"]], history, seff, page, admin
+
+    before = surfaces()
+    assert before[0]["utilization"] == 0.8
+    assert "GPU utilization: 80% (mean over the measured GPU-time)" in before[5]  # the admin's too
+    # a month later, every sample past the retention
+    assert metrics.prune(timezone.now() + timedelta(days=31), days=30) == 60 * 2  # its first attempt's minutes
+    assert not GpuMinuteSample.objects.exists()
+    after = surfaces()
+    assert after == before

@@ -42,11 +42,11 @@ def _sampled(gpu, minute, readings):
 
 
 def test_the_rule():
-    assert minute_busy(60, 0.4) == pytest.approx(24)  # a minute held whole: 60 s × its mean
-    assert minute_busy(15, 0.25) == pytest.approx(15)  # busy the 15 s it was held, free the rest
-    assert minute_busy(10, 0.5) == pytest.approx(10)  # never more than the seconds held
-    assert minute_busy(30, 0.1) == pytest.approx(6)  # idle part of its seconds
-    assert minute_busy(10, 0.5, sampled=10) == pytest.approx(5)  # the minute in progress: 10 s so far
+    assert minute_busy(60, 0.4, 4) == pytest.approx(24)  # a minute held whole: 60 s × its mean
+    assert minute_busy(15, 0.25, 4) == pytest.approx(15)  # busy the 15 s it was held, free the rest
+    assert minute_busy(10, 0.5, 4) == pytest.approx(10)  # never more than the seconds held
+    assert minute_busy(30, 0.1, 10) == pytest.approx(6)  # idle part of its seconds
+    assert minute_busy(10, 0.5, 2, sampled=10) == pytest.approx(5)  # the minute in progress: 10 s so far
 
 
 def test_a_90_s_job_busy_all_along_reads_100_percent(tw, ticks):
@@ -61,8 +61,9 @@ def test_a_90_s_job_busy_all_along_reads_100_percent(tw, ticks):
     a = _held(tw, [gpu], placed=minute + timedelta(seconds=45), ended=minute + timedelta(minutes=2, seconds=15))
     data = efficiency_of_attempts([a.pk])[a.pk].as_data()
     assert data["utilization"] == 1.0 and data["not_measured"] == 0.0
-    # placed at :40 instead (to 2:10): the 15 s samples see 15 s of its first 20 s and its
-    # last 10 s: 85 of 90 s (before: 67.5 s, 75 %)
+    # placed at :40 instead (to 2:10): of its first 20 s the 15 s samples read one, all its
+    # first minute's busy readings; of its last 10 s one: 90 of 90 s (util47: 85 s, 94 %, when the
+    # 20 s were taken for 1⅓ readings; busy46 before: 67.5 s, 75 %)
     GpuMinuteSample.objects.filter(gpu=gpu).delete()
     _sampled(gpu, minute, [0, 0, 0, 100])
     _sampled(gpu, minute + timedelta(minutes=1), [100, 100, 100, 100])
@@ -71,7 +72,7 @@ def test_a_90_s_job_busy_all_along_reads_100_percent(tw, ticks):
         placed_at=minute + timedelta(seconds=40), ended_at=minute + timedelta(minutes=2, seconds=10)
     )
     e = efficiency_of_attempts([a.pk])[a.pk]
-    assert (e.measured, e.utilized) == (90, pytest.approx(85))
+    assert (e.measured, e.utilized) == (90, pytest.approx(90))
 
 
 def test_a_running_jobs_minute_in_progress_reads_its_samples_so_far(tw, ticks):
@@ -89,8 +90,10 @@ def test_a_running_jobs_minute_in_progress_reads_its_samples_so_far(tw, ticks):
 def test_the_pyramids_hour_reads_a_jobs_edges_by_their_busy_share(tw, ticks):
     """One GPU, free but for two jobs busy while they ran, sampled every 15 s: one from :10:30 to
     :20:30, the next from :20:40 to :30:00. Minute :10 reads 50 % (30 s busy of the 30 held);
-    minute :20 reads 75 %, 45 busy seconds of the 50 both jobs held, counted once. The hour's
-    utilized time is the GPU's busy time, 1,155 s of the 1,160 held (before: 1,132.5 s)."""
+    minute :20 reads 75 %: its three busy readings are as many as the 50 s both jobs held could
+    take (⌊4 × 50 / 60⌋), so all 50 s busy, counted once. The hour's utilized time is the GPU's
+    busy time, all of the 1,160 s held (util47: 1,155 s, minute :20 read 60 s × 75 %; busy46
+    before: 1,132.5 s)."""
     hour = hour_of(tw.now) - timedelta(hours=2)
     host = tw.host("h1", 1)
     Host.objects.filter(pk=host.pk).update(created_at=hour - timedelta(days=1), last_heartbeat=tw.now)
@@ -106,8 +109,8 @@ def test_the_pyramids_hour_reads_a_jobs_edges_by_their_busy_share(tw, ticks):
     held = 600 + 560
     assert t["allocated"] + t["unallocated"] == held
     assert t["measured"] == held
-    # :10 → 30 s; :11–:19 and :21–:29 → 60 s each; :20 → min(30 + 20, 60 × 75 %) = 45 s
-    assert t["utilized"] == pytest.approx(30 + 18 * 60 + 45)
+    # :10 → 30 s; :11–:19 and :21–:29 → 60 s each; :20 → the 30 + 20 s held
+    assert t["utilized"] == pytest.approx(30 + 18 * 60 + 50)
     assert t["utilized"] <= t["measured"] <= t["allocated"] + t["unallocated"]
 
 
@@ -123,8 +126,8 @@ class _Undone(Exception):
 def test_the_pyramids_hour_is_each_minutes_busy_time(tw, cuts, means):
     """One GPU held by attempts one after another (back to back in one minute, or not), its minutes
     sampled or not: the hour's measured time is the seconds held of the sampled minutes, and its
-    utilized time, minute by minute, 60 s × the minute's mean but never more than the seconds held
-    of it by all of them together."""
+    utilized time, minute by minute, the busy seconds of the seconds held of it by all of them
+    together (``minute_busy``: 60 s × the minute's mean when held whole, util47 in part)."""
     try:
         with transaction.atomic():
             hour = hour_of(tw.now) - timedelta(hours=3)
@@ -145,11 +148,11 @@ def test_the_pyramids_hour_is_each_minutes_busy_time(tw, cuts, means):
                     utilization_sum=n * mean,
                 )
             measured = utilized = 0.0
-            for m, (mean, _n) in means.items():
+            for m, (mean, n) in means.items():
                 start, end = hour + timedelta(minutes=m), hour + timedelta(minutes=m + 1)
                 held = sum(max(0.0, (min(a1, end) - max(a0, start)).total_seconds()) for a0, a1 in spans)
                 measured += held
-                utilized += min(held, 60 * min(100.0, max(0.0, mean)) / 100)
+                utilized += minute_busy(held, min(100.0, max(0.0, mean)) / 100, n)
             t = compute_hour(tw.cluster, hour, tw.now)
             assert t["measured"] == pytest.approx(measured)
             assert t["utilized"] == pytest.approx(utilized, abs=1e-6)

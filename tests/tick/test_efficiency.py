@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from scheduler.efficiency import efficiency_of_attempts, workload_efficiency
 from scheduler.models import GPU, Attempt, GpuMinuteSample, Host
-from scheduler.pyramid import Pyramid, compute_hour, hour_of, minute_utilization
+from scheduler.pyramid import Pyramid, compute_hour, hour_of, minute_busy, minute_utilization
 
 _hosts = itertools.count()
 
@@ -203,11 +203,12 @@ def test_agrees_with_the_pyramids_utilization_on_the_same_samples(tw, ticks):
     measured = sum(e.measured for e in total.values())
     utilized = sum(e.utilized for e in total.values())
     assert held == pytest.approx(t["allocated"] + t["unallocated"])
-    # The same minutes, read alike (busy46: each one's busy seconds, 60 s × its mean bounded by the
-    # seconds held), but the one two attempts held on g[2]: both jobs' samples, so neither's (util63),
-    # while the hour counts its 35 s held and its busy seconds once: min(35, 60 × 40 %), not 5 + 24
+    # The same minutes, read alike (busy46, util47: each one's busy seconds, minute_busy), but the
+    # one two attempts held on g[2]: both jobs' samples, so neither's (util63), while the hour counts
+    # its 35 s held and its busy seconds once: its three readings at 40 %, 1.2 busy readings, more
+    # than one, so two of them fell in the 35 s (x = 3 × 35 / 60 = 1.75): 35 s × 1.2 / 2 = 21 s
     assert measured == pytest.approx(t["measured"] - 35)
-    assert utilized == pytest.approx(t["utilized"] - 24)
+    assert utilized == pytest.approx(t["utilized"] - 21)
 
 
 def test_a_week_on_eight_gpus_is_two_queries(tw, ticks, capsys):
@@ -266,8 +267,9 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
     """The fast path (SQL sums of the wholly held minutes, the partly held ones in Python) against
     the oracle, minute by minute over the attempt's own minutes of the GPU (held whole, or in part
     with no other attempt's link on the GPU in it: util46): each sampled one is measured for the
-    seconds held of it and utilized for its busy seconds, 60 s (so far, in the minute in progress)
-    × its mean but never more than the seconds held (busy46); idle by its mean; and the memory rule."""
+    seconds held of it and utilized for its busy seconds (``minute_busy``: 60 s, so far in the
+    minute in progress, × its mean when held whole; busy46, util47); idle by its busy share of the
+    seconds held (util47); and the memory rule."""
     settings.FAIRWAY = {**settings.FAIRWAY, "IDLE_UTIL_PCT": pct}
     try:
         with transaction.atomic():
@@ -322,8 +324,9 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                         # the seconds its samples cover: 60, or so far in the minute in progress
                         sampled = min(60.0, max(h, (now - m).total_seconds()))
                         measured += h
-                        utilized += min(h, sampled * mean)  # busy46: busy seconds, bounded by those held
-                        if rows[m].utilization_sum < rows[m].samples * pct:  # idle: by the minute's mean
+                        busy = minute_busy(h, mean, rows[m].samples, sampled)  # busy46, util47
+                        utilized += busy
+                        if busy < h * pct / 100:  # idle: its busy share of the seconds held (util47)
                             idle += h
                     # the same minutes' memory (left59: a shared one is another attempt's too)
                     peak = max(
@@ -387,9 +390,10 @@ def test_a_finished_attempts_utilization_is_fixed_once_its_last_minute_is_over(t
         )
     after = efficiency_of_attempts([a.pk])[a.pk].as_data()
     assert after == before
-    # 30 s of a minute at 60 % (36 busy seconds, the 30 s held: busy46), its two whole minutes at
-    # 60 % and 62 %; not the minute the next one shared
-    assert before["utilization"] == pytest.approx(round((30 + 36 + 37.2) / 150, 4))
+    # 30 s of a minute at 60 % (its one reading, at :35, fell in the 30 s held: 18 busy seconds,
+    # util47; busy46 read 60 s × 60 %, 36 s, all 30), its two whole minutes at 60 % and 62 %; not
+    # the minute the next one shared
+    assert before["utilization"] == pytest.approx(round((18 + 36 + 37.2) / 150, 4))
 
 
 def test_partly_held_minutes_shared_with_other_attempts_are_not_the_attempts(tw, ticks):
