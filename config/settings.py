@@ -79,9 +79,11 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
     if raw is None or raw == "":
         return default
     try:
+        if not raw.isascii() or "_" in raw:  # float() took "١" (Arabic-Indic) and "1_0", as int() did
+            raise ValueError(raw)
         value = float(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number (ASCII digits 0-9)") from None
     if not math.isfinite(value):
         raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number")
     if minimum is not None and value < minimum:
