@@ -51,3 +51,49 @@ def test_a_float_setting_in_ascii_is_taken(monkeypatch: pytest.MonkeyPatch) -> N
 
     conf = load_settings(monkeypatch, FAIRWAY_TICK_INTERVAL_S=" 2.5 ", FAIRWAY_ESTIMATE_INTERVAL_S="1e2")["FAIRWAY"]
     assert (conf["TICK_INTERVAL_S"], conf["ESTIMATE_INTERVAL_S"]) == (2.5, 100.0)
+
+
+# --- hand-written YAML (fairway_common.strict_yaml) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "line"),
+    [
+        # YAML 1.1's merge key laid gpu_count: 8 under the 4 written: a key given twice, silently
+        ("gpu_count: 4\n<<: {gpu_count: 8}\n", "merge", 2),
+        ("<<: {gpu_count: 8}\nname: x\n", "merge", 1),  # a field set by a line that names none
+        ("env:\n  A: '1'\n  <<: [{A: '2'}, {B: '3'}]\n", "merge", 3),
+        ("? !!merge x\n: {a: 1}\n", "merge", 1),  # the tag written out
+        # two spellings of one key: YAML kept the last value
+        ("1: a\n+1: b\n", "key_twice", 2),
+        ("10: a\n1_0: b\n", "key_twice", 2),
+        ("true: a\nTrue: b\n", "key_twice", 2),
+    ],
+)
+def test_the_strict_reader_refuses_a_merge_key_and_a_key_spelled_twice(text: str, kind: str, line: int) -> None:
+    from fairway_common import strict_yaml
+
+    with pytest.raises(strict_yaml.Refused) as refused:
+        strict_yaml.load(text)
+    assert (refused.value.kind, refused.value.line) == (kind, line)
+
+
+def test_the_strict_reader_still_reads_a_quoted_merge_key_as_text() -> None:
+    from fairway_common import strict_yaml
+
+    assert strict_yaml.load("'<<': {a: 1}\nb: 2\n") == {"<<": {"a": 1}, "b": 2}
+
+
+def test_the_submit_form_refuses_a_merge_key_in_its_words(client, researcher) -> None:
+    from scheduler.models import Workload
+    from tests.conftest import PASSWORD
+
+    client.login(username="researcher", password=PASSWORD)
+    spec = (
+        "name: x\nbudget: nlp/olmo\ngpu_model: A100\ngpu_count: 1\n<<: {gpu_count: 8}\ncommand: [x]\nmin_runtime: 1h\n"
+    )
+    r = client.post("/submit/", {"mode": "spec", "spec": spec})
+    page = r.content.decode()
+    assert r.status_code in (200, 400), r.status_code
+    assert "merge key (&lt;&lt;) is not allowed" in page, page[-3000:]
+    assert not Workload.objects.exists()
