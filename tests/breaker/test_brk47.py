@@ -97,3 +97,40 @@ def test_the_submit_form_refuses_a_merge_key_in_its_words(client, researcher) ->
     assert r.status_code in (200, 400), r.status_code
     assert "merge key (&lt;&lt;) is not allowed" in page, page[-3000:]
     assert not Workload.objects.exists()
+
+
+# --- fairway-agent join -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        # the fake backend read --gpus 0 as 8 (told the server 8 GPUs) and the config said gpus: 0
+        ({"gpu_backend": "fake", "gpus": 0, "model": "H100"}, "bad value for gpus"),
+        ({"docker_url": "ftp://x", "runtime": "docker"}, "bad value for docker_url"),
+        ({"state_dir": ""}, "bad value for state_dir"),  # --state-dir ""
+    ],
+)
+def test_a_join_whose_config_the_agent_would_refuse_sends_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, values: dict, said: str
+) -> None:
+    """The join spent its one-time token, registered the host and wrote a config the agent refuses
+    at every start: the host taken, its agent never up."""
+    from agent import join as join_module
+    from agent.gpu.fake import FakeGpuBackend
+    from agent.join import JoinFailed, join
+
+    posted: list[object] = []
+    monkeypatch.setattr(join_module, "post_join", lambda *a, **k: posted.append(a) or {})
+    config = tmp_path / "agent.yaml"
+    with pytest.raises(JoinFailed, match=said):
+        join(
+            server="http://s",
+            join_token="fwj_x",
+            config_path=config,
+            host_name="n1",
+            gpu=FakeGpuBackend("n1", 8, "H100"),
+            settings=values,
+        )
+    assert posted == []
+    assert not config.exists()
