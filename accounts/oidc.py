@@ -193,7 +193,10 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
         return payload
 
     def verify_claims(self, claims: dict[str, Any]) -> bool:
-        return bool(claims.get("sub"))
+        """A ``sub`` an identity row holds (OpenID Connect Core: at most 255 characters): a longer
+        one failed the first login's insert on PostgreSQL, a 500 at the callback (brk47)."""
+        sub = claims.get("sub")
+        return bool(sub) and len(str(sub)) <= OidcIdentity._meta.get_field("subject").max_length
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> User | None:
         userinfo = self.get_userinfo(access_token, id_token, payload)
