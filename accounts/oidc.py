@@ -163,6 +163,8 @@ def verified_email(claims: dict[str, Any]) -> str:
     if not isinstance(email, str) or not email.strip():
         return ""
     email = email.strip()
+    if len(email) > User._meta.get_field("email").max_length:  # no account holds it (a 500 on PostgreSQL: brk47)
+        return ""
     value = claims.get("email_verified")
     if value is True or (isinstance(value, str) and value.strip().lower() == "true"):
         return email
@@ -260,9 +262,11 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
             "first_name": claims.get("given_name"),
             "last_name": claims.get("family_name"),
         }
-        fields = [f for f, v in wanted.items() if isinstance(v, str) and v and getattr(user, f) != v[:150]]
+        # names cut to their columns; an email is whole or none (verified_email): cut, another address
+        cut = {f: v[: User._meta.get_field(f).max_length] for f, v in wanted.items() if isinstance(v, str) and v}
+        fields = [f for f, v in cut.items() if getattr(user, f) != v]
         for f in fields:
-            setattr(user, f, wanted[f][:150])
+            setattr(user, f, cut[f])
         if fields:
             user.save(update_fields=fields)
 
