@@ -134,3 +134,20 @@ def test_a_join_whose_config_the_agent_would_refuse_sends_and_writes_nothing(
         )
     assert posted == []
     assert not config.exists()
+
+
+# --- the fairway CLI --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan"])
+def test_logs_follow_interval_is_read_as_waits_is(
+    researcher, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """``fairway logs -f --interval`` was a bare float: -1 and nan raised ValueError from
+    time.sleep (a traceback) at the first poll of a running attempt, and 0 polled the server without
+    a pause; ``fairway wait --interval`` refuses them (the rule ``_poll_interval``)."""
+    from tests.cli.inprocess import run_cli
+
+    run_cli(monkeypatch, researcher, "logs", "1", "-f", "--interval", value, expect=2)
+    err = capsys.readouterr().err  # argparse's own line
+    assert "--interval: must be above 0 and at most 60" in err, err
