@@ -151,3 +151,29 @@ def test_logs_follow_interval_is_read_as_waits_is(
     run_cli(monkeypatch, researcher, "logs", "1", "-f", "--interval", value, expect=2)
     err = capsys.readouterr().err  # argparse's own line
     assert "--interval: must be above 0 and at most 60" in err, err
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("localhost:6379", "must specify one of the following schemes"),  # a ValueError traceback at start
+        ("redis://127.0.0.1:99999/1", "Port out of range"),
+        ("redis://127.0.0.1:6379/abc", "the database is a number"),  # redis-py used database 0, another's
+        ("redis://127.0.0.1:6379/1_0", "the database is a number"),  # and this as 10
+    ],
+)
+def test_a_malformed_redis_url_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, value: str, words: str) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tests.breaker.test_break26 import load_settings
+
+    with pytest.raises(ImproperlyConfigured, match=rf"REDIS_URL is not a Redis URL .*{words}") as refused:
+        load_settings(monkeypatch, REDIS_URL=value)
+    assert value not in str(refused.value)  # a URL may hold a password: never quoted
+
+
+def test_a_redis_url_with_a_password_and_a_database_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.breaker.test_break26 import load_settings
+
+    for url in ("redis://:pw@127.0.0.1:6379/9", "unix:///run/redis.sock?db=2", "rediss://h:6380"):
+        assert load_settings(monkeypatch, REDIS_URL=url)["REDIS_URL"] == url
