@@ -163,6 +163,8 @@ def verified_email(claims: dict[str, Any]) -> str:
     if not isinstance(email, str) or not email.strip():
         return ""
     email = email.strip()
+    if len(email) > User._meta.get_field("email").max_length:  # no account holds it (a 500 on PostgreSQL: brk47)
+        return ""
     value = claims.get("email_verified")
     if value is True or (isinstance(value, str) and value.strip().lower() == "true"):
         return email
@@ -193,7 +195,10 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
         return payload
 
     def verify_claims(self, claims: dict[str, Any]) -> bool:
-        return bool(claims.get("sub"))
+        """A ``sub`` an identity row holds (OpenID Connect Core: at most 255 characters): a longer
+        one failed the first login's insert on PostgreSQL, a 500 at the callback (brk47)."""
+        sub = claims.get("sub")
+        return bool(sub) and len(str(sub)) <= OidcIdentity._meta.get_field("subject").max_length
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> User | None:
         userinfo = self.get_userinfo(access_token, id_token, payload)
@@ -257,9 +262,11 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
             "first_name": claims.get("given_name"),
             "last_name": claims.get("family_name"),
         }
-        fields = [f for f, v in wanted.items() if isinstance(v, str) and v and getattr(user, f) != v[:150]]
+        # names cut to their columns; an email is whole or none (verified_email): cut, another address
+        cut = {f: v[: User._meta.get_field(f).max_length] for f, v in wanted.items() if isinstance(v, str) and v}
+        fields = [f for f, v in cut.items() if getattr(user, f) != v]
         for f in fields:
-            setattr(user, f, wanted[f][:150])
+            setattr(user, f, cut[f])
         if fields:
             user.save(update_fields=fields)
 

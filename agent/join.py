@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from agent.config import ConfigError, load_config
 from agent.gpu.base import GpuBackend
 from fairway_common import strict_yaml
 
@@ -134,6 +135,13 @@ def join(
         return f"already joined as host {existing} ({config_path} holds its token); nothing to do"
     if not join_token:
         raise JoinFailed(f"a join token is required ({JOIN_TOKEN_ENV}); create one with manage.py create_join_token")
+    written = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
+    try:  # what the agent will load, by its loader: a refusal there came after the token was spent (brk47)
+        load_config(
+            {**written, "server": "wss://fairway.invalid/ws/agent/", "token": "-", "host_name": host_name}, None, {}
+        )
+    except ConfigError as exc:
+        raise JoinFailed(f"{exc}: the agent would refuse its config; nothing sent, {config_path} not written") from None
     inventory = gpu.inventory()
     if not inventory:
         raise JoinFailed("no GPU found on this host")
@@ -143,7 +151,7 @@ def join(
         "server": answer["websocket_url"],
         "token": answer["host_token"],
         "host_name": answer.get("host", host_name),
-        **{k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None},
+        **written,
     }
     write_config(config_path, values)
     if settings.get("state_dir") is not None:  # a removed host's note is not this new host's (try56)

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -79,9 +80,11 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
     if raw is None or raw == "":
         return default
     try:
+        if not raw.isascii() or "_" in raw:  # float() took "١" (Arabic-Indic) and "1_0", as int() did
+            raise ValueError(raw)
         value = float(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number (ASCII digits 0-9)") from None
     if not math.isfinite(value):
         raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number")
     if minimum is not None and value < minimum:
@@ -117,6 +120,24 @@ def env_url(name: str, default: str) -> str:
     value = env_str(name, default).strip()
     if value and not re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", value):
         raise ImproperlyConfigured(f"{name}={value!r} is not an http(s) URL such as https://fairway.example.org")
+    return value
+
+
+def env_redis_url(name: str) -> str:
+    """A ``redis://``, ``rediss://`` or ``unix://`` URL as redis-py reads it, its database (the path)
+    a number, or "" (unset); raises ImproperlyConfigured without quoting it (it may hold a password).
+    redis-py raised a ValueError traceback at start for ``localhost:6379``, and read the database of
+    ``redis://h/abc`` as 0 (another deployment's) and of ``/1_0`` as 10 (brk47)."""
+    value = os.environ.get(name, "")
+    if value:
+        from redis.connection import parse_url
+
+        try:
+            parse_url(value)
+            if value.startswith(("redis://", "rediss://")) and not re.fullmatch(r"/?[0-9]*", urlsplit(value).path):
+                raise ValueError("the database is a number (the URL's path, e.g. /0)")
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name} is not a Redis URL such as redis://127.0.0.1:6379/0: {exc}") from None
     return value
 
 
@@ -315,7 +336,7 @@ STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = env_redis_url("REDIS_URL")
 
 if REDIS_URL:
     CHANNEL_LAYERS = {

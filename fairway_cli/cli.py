@@ -3091,7 +3091,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep printing until the attempt ends (a pending workload: from its start)",
     )
     p.add_argument("--raw", action="store_true", help="print terminal escapes of the log as they are (colours)")
-    p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
+    p.add_argument("--interval", type=_poll_interval, default=2.0, help=argparse.SUPPRESS)  # as wait's (brk47)
 
     p = add(
         "wait",

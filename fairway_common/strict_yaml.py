@@ -6,6 +6,8 @@ alone); the server imports it from here.
 
 ``yaml.SafeLoader`` refusing what a hand-written document never needs and what silently changes it:
 
+- a merge key (``<<``, YAML 1.1's): it lays a mapping's keys under those written, a key given
+  twice that no reader sees (``gpu_count: 4`` then ``<<: {gpu_count: 8}``);
 - an alias (``*name``): a few lines of nested aliases expand to gigabytes ("billion laughs"; a
   10-line scenario ``description`` ran ``manage.py scenario`` out of memory, a spec the CLI);
 - a key given twice in one mapping: YAML keeps the last value, so a spec edited by adding a line
@@ -39,8 +41,8 @@ BOOLEAN = re.compile(r"true|True|TRUE|false|False|FALSE")
 
 
 class Refused(yaml.YAMLError):
-    """A document the strict reader refuses. ``kind``: ``alias``, ``key_twice``, ``number`` or ``number_form``;
-    ``line``: 1-based; ``problem``: one sentence, quoting at most 40 characters of a key."""
+    """A document the strict reader refuses. ``kind``: ``alias``, ``merge``, ``key_twice``, ``number`` or
+    ``number_form``; ``line``: 1-based; ``problem``: one sentence, quoting at most 40 characters of a key."""
 
     def __init__(self, kind: str, line: int, problem: str) -> None:
         super().__init__(f"line {line}: {problem}")
@@ -60,6 +62,15 @@ class StrictLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         _refuse_a_key_twice(node)
+        # Two spellings of one key (``1`` and ``+1``, ``true`` and ``True``): YAML kept the last value
+        seen: dict[Any, int] = {}
+        for key, _value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                line, value = key.start_mark.line + 1, self.construct_object(key)
+                if value in seen:
+                    problem = f"{key.value[:40]!r} is given twice (also on line {seen[value]})"
+                    raise Refused("key_twice", line, problem)
+                seen[value] = line
         return super().construct_mapping(node, deep)
 
     def construct_yaml_int(self, node: Any) -> int:
@@ -92,9 +103,15 @@ class StrictLoader(yaml.SafeLoader):
         return bool(super().construct_yaml_bool(node))
 
 
+MERGE = "tag:yaml.org,2002:merge"
+
+
 def _refuse_a_key_twice(node: yaml.MappingNode) -> None:
     seen: dict[Any, int] = {}
     for key, _value in node.value:
+        if key.tag == MERGE:  # YAML 1.1's ``<<`` laid its mapping's keys under the ones written: a key twice, silently
+            problem = "merge keys (<<) are not allowed: write the keys out (or quote '<<')"
+            raise Refused("merge", key.start_mark.line + 1, problem)
         if isinstance(key, yaml.ScalarNode):
             line = key.start_mark.line + 1
             if key.value in seen:

@@ -272,6 +272,7 @@ MAX_SPEC_INT = 2**63 - 1
 
 _REFUSED = {
     "alias": "Aliases (*name) are not allowed in a spec.",
+    "merge": "A merge key (<<) is not allowed in a spec (line {line}): write the fields out.",
     "number": f"A number is larger than {MAX_SPEC_INT}.",
     "key_twice": "A field is given twice (line {line}): give it once.",
     "number_form": (
