@@ -246,7 +246,8 @@ try:
     # pooled connection of each process after a restart (docs/deploy.md §4).
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)}
 except Exception as exc:  # dj_database_url raises several types on a bad URL
-    raise ImproperlyConfigured(f"DATABASE_URL={DATABASE_URL!r} is not a valid database URL: {exc}") from None
+    # never quoted: the URL may hold a password (brk47); the reason names the part that is wrong
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] not in ("", ":memory:"):
         owner_only(DATABASES["default"]["NAME"])  # workloads may run on this machine (docs/deploy.md)

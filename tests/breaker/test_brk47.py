@@ -177,3 +177,16 @@ def test_a_redis_url_with_a_password_and_a_database_is_taken(monkeypatch: pytest
 
     for url in ("redis://:pw@127.0.0.1:6379/9", "unix:///run/redis.sock?db=2", "rediss://h:6380"):
         assert load_settings(monkeypatch, REDIS_URL=url)["REDIS_URL"] == url
+
+
+def test_a_bad_database_url_is_refused_without_its_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DATABASE_URL dj-database-url cannot read was quoted whole in the refusal, password and all
+    (found by brk47): the message names the variable and the reason only, as REDIS_URL's does."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tests.breaker.test_break26 import load_settings
+
+    url = "nosuchdb://fairway:s3cret-pw@db.example.org:5432/fairway"
+    with pytest.raises(ImproperlyConfigured, match=r"DATABASE_URL is not a valid database URL") as refused:
+        load_settings(monkeypatch, DATABASE_URL=url)
+    assert "s3cret-pw" not in str(refused.value)
