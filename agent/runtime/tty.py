@@ -24,8 +24,11 @@ TTY_READ_BYTES = 16 * 1024
 TTY_MAX_PENDING_INPUT = 256 * 1024
 """Input the command has not read yet that the agent keeps; past it the session ends (a paste into
 a command that reads nothing must not grow the agent's memory without bound)."""
-TTY_HANGUP_GRACE_S = 1.0
-"""After the hangup (``SIGHUP``) of a closed session, how long before its process tree is killed."""
+TTY_HANGUP_GRACE_S = 5.0
+"""After the hangup (``SIGHUP``) of a closed session, how long before its process tree is killed. A
+command that ends on the hangup ends the wait at once; 5 s leaves an editor time to write its
+recovery file, and a loaded host time to deliver the hangup (1 s before: on a host at load 8 a
+`sleep` hung up was killed, exit 137 for 129)."""
 
 
 def set_size(fd: int, rows: int, cols: int) -> None:
