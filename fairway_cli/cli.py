@@ -3212,6 +3212,14 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
                 f"not logged in to {config.server} (the saved token is {config.saved_server}'s and goes to no other "
                 f"server): run `fairway login --server {config.server}`, or give a token with $FAIRWAY_TOKEN"
             )
+        elif (
+            exc.exit_code == EXIT_AUTH
+            and args.command_name != "login"
+            and config is not None
+            and not config.token
+            and not same_server(config.server, os.environ.get("FAIRWAY_URL") or config.saved_server)
+        ):  # a plain `fairway login` goes to the saved server, not the one --server named (tryout47)
+            message = f"not logged in to {config.server}: run `fairway login --server {config.server}`"
         err.write(f"fairway: {message}\n")
         return exc.exit_code
     except KeyboardInterrupt:
