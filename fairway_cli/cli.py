@@ -2489,12 +2489,15 @@ def _pct(value: Any) -> str:
 
 
 def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    """The four-metric pyramid (DESIGN.md §8) of the last ``--days`` per cluster, as the metrics
-    page shows it: the utilization in the server's words (not measured, or over how much of the
-    occupied time it was measured)."""
-    since = datetime.fromtimestamp(time.time() - args.days * 86400, tz=UTC).isoformat().replace("+00:00", "Z")
+    """The four-metric pyramid (DESIGN.md §8) per cluster of ``--since``/``--until`` (read by the
+    server, as the metrics page's form and the API read them), or of the last ``--days``, as the
+    metrics page shows it: the utilization in the server's words (not measured, or over how much of
+    the occupied time it was measured)."""
+    since = args.since  # neither: the server's default, the 7 days before --until (or now)
+    if args.days is not None:
+        since = datetime.fromtimestamp(time.time() - args.days * 86400, tz=UTC).isoformat().replace("+00:00", "Z")
     reports = Api(config.server, config.token, escape=not args.json).call(
-        "GET", "metrics/pyramid/", params={"cluster": args.cluster, "since": since}
+        "GET", "metrics/pyramid/", params={"cluster": args.cluster, "since": since, "until": args.until}
     )
     if args.json:
         emit_json(reports, out)
@@ -3117,7 +3120,13 @@ def build_parser() -> argparse.ArgumentParser:
         "budget's delivered GPU-hours against what it was owed",
     )
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
-    p.add_argument("--days", type=_days_back, default=7.0, help="how far back (default 7, as the metrics page)")
+    back = p.add_mutually_exclusive_group()
+    back.add_argument("--days", type=_days_back, help="how far back from now (default 7, as the metrics page)")
+    back.add_argument(
+        "--since",
+        help="the range's start, as the metrics page and the API: a duration back (30d, 2w) or a date (2026-11-01)",
+    )
+    p.add_argument("--until", help="the range's end, as --since (default now)")
 
     p = add("statement", cmd_statement, "a budget's statement (CSV): GPU-hours by UTC day, project and user")
     p.add_argument("budget", help="a budget path, e.g. nlp or nlp/olmo (members of it or above, admins)")
@@ -3214,6 +3223,14 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
                 f"not logged in to {config.server} (the saved token is {config.saved_server}'s and goes to no other "
                 f"server): run `fairway login --server {config.server}`, or give a token with $FAIRWAY_TOKEN"
             )
+        elif (
+            exc.exit_code == EXIT_AUTH
+            and args.command_name != "login"
+            and config is not None
+            and not config.token
+            and not same_server(config.server, os.environ.get("FAIRWAY_URL") or config.saved_server)
+        ):  # a plain `fairway login` goes to the saved server, not the one --server named (tryout47)
+            message = f"not logged in to {config.server}: run `fairway login --server {config.server}`"
         err.write(f"fairway: {message}\n")
         return exc.exit_code
     except KeyboardInterrupt:
