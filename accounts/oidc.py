@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import SuspiciousOperation
 from django.db import connection, transaction
 from django.http import Http404, HttpRequest, HttpResponseBase
@@ -180,6 +181,13 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
         except SuspiciousOperation as exc:  # a bad token: nobody is logged in, the page says so
             log.warning("OIDC login refused: %s", exc)
             return None
+
+    def get_user(self, user_id: Any) -> User | None:
+        """The session's user, as Django's ``ModelBackend`` reads it: none once deactivated
+        (``user_can_authenticate``; auth47: the library's ``get_user`` returned an inactive
+        account, so a session begun through SSO outlived the deactivation on every page)."""
+        user = super().get_user(user_id)
+        return user if user is not None and ModelBackend().user_can_authenticate(user) else None
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
         payload: dict[str, Any] = super().verify_token(token, **kwargs)
