@@ -176,6 +176,12 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend with Fairway's matching of accounts and its group rule."""
 
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> User | None:
+        if "nonce" not in kwargs:
+            # Not the callback's call (it gives the nonce and the PKCE verifier kept in the session
+            # under the state): a password login's (the API's, the page's, the admin's), whose URL
+            # may carry ?code=&state=. auth47: the library redeemed that code without the state,
+            # nonce or verifier of the browser it was issued to (a 500 when the provider refused it).
+            return None
         try:
             return super().authenticate(request, **kwargs)
         except SuspiciousOperation as exc:  # a bad token: nobody is logged in, the page says so

@@ -3,6 +3,11 @@ failed before its fix."""
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import parse_qsl, urlparse
+
+import pytest
+import requests
 from django.test import Client
 
 from accounts.models import User
@@ -27,3 +32,54 @@ def test_a_deactivated_sso_account_s_web_session_ends(sso: Provider, org_tree: d
     answer = client.get("/workloads/")
     assert answer.status_code == 302 and answer["Location"].startswith("/login/"), answer
     assert client.get("/api/v1/me/").status_code in (401, 403)
+
+
+def _code_of(client: Client, idp: Provider, name: str) -> dict[str, str]:
+    """The callback's query (``code``, ``state``) the provider sends ``name``'s browser back with,
+    taken before that browser's callback (a code read in a proxy's log or a browser's history)."""
+    start = client.get("/oidc/authenticate/")
+    params = dict(parse_qsl(urlparse(start["Location"]).query))
+    person = idp.users[name]
+    answer = requests.post(
+        f"{idp.issuer}/authorize",
+        data={**params, "username": name, "password": person["password"]},
+        allow_redirects=False,
+        timeout=10,
+    )
+    return dict(parse_qsl(urlparse(answer.headers["Location"]).query))
+
+
+@pytest.mark.parametrize("where", ["/api/v1/auth/login/", "/login/", "/admin/login/"])
+def test_a_password_login_redeems_no_authorization_code(sso: Provider, org_tree: dict[str, Budget], where: str):
+    """The OIDC backend, first of the backends, redeemed the ``code`` and ``state`` of any
+    request's query that asked ``authenticate()``: a password login (the API's, the page's, the
+    admin's) at ``?code=…&state=…`` logged its sender in as the person of a code taken from
+    someone else, without the callback's checks (the state kept in the browser's session, the
+    nonce, the PKCE verifier: a provider that lets a confidential client leave PKCE out took it),
+    and the API answered a token. Only the callback's own call (with its nonce and verifier)
+    redeems a code now; a password login is judged by its user name and password alone. (Here the
+    ID token's nonce, which the login could not give, refused the person; the code was spent, and
+    her own callback failed.)"""
+    sso.pkce_optional = True
+    add_person(sso, "nora", groups=["lab-nlp"])
+    sso_login(Client(), sso, "nora")  # her account exists
+    taken = _code_of(Client(), sso, "nora")
+    User.objects.create_user("mallory", password="mallory-password")
+    body = {"username": "mallory", "password": "not-her-password"}
+    attacker = Client()
+    api = where.startswith("/api/")
+
+    def post(query: str) -> Any:
+        if api:
+            return attacker.post(where + query, body, content_type="application/json")
+        return attacker.post(where + query, body)
+
+    answer = post(f"?code={taken['code']}&state={taken['state']}")
+    if api:
+        assert answer.status_code == 400 and answer.json()["code"] == "invalid_credentials", answer.content
+    else:
+        assert answer.status_code == 200, answer  # the form again, with its error
+    assert "_auth_user_id" not in attacker.session
+    assert taken["code"] in sso.codes  # not redeemed: still the provider's, for nora's own callback
+    # a code the provider refuses made each of them a 500 (the token endpoint's 400 raised)
+    assert post("?code=bogus&state=x").status_code == answer.status_code
