@@ -9,7 +9,8 @@ JWKS); this backend adds what Fairway decides (docs/deploy.md, "Single sign-on")
 - who the person is: the account linked to (issuer, ``sub``) (``OidcIdentity``); else, the first
   time, the one local account with the same email if the provider vouches for it
   (:func:`verified_email`; ``FAIRWAY_OIDC_LINK_BY_EMAIL``, default on) and it is not staff
-  (``FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL``, default off: refused) — that account keeps its password
+  (``FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL``, default off: refused) nor linked to another subject of the
+  provider already (refused) — that account keeps its password
   and tokens; else a new account with an unusable password (``FAIRWAY_OIDC_CREATE_USERS``, default
   on), named after ``FAIRWAY_OIDC_USERNAME_CLAIM`` (default ``sub``: :func:`new_username`);
 - the account's email follows the provider's only when it vouches for it (:func:`verified_email`);
@@ -247,6 +248,16 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
                 log.warning(
                     "OIDC login refused: subject %s has the email of the staff account %s, which is linked"
                     " by email only with FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL on",
+                    claims["sub"],
+                    same[0].username,
+                )
+                return None
+            if same and OidcIdentity.objects.filter(user=same[0], issuer=issuer).exists():
+                # auth47: moved to SSO already, by its own subject; another the provider put the
+                # address on (its word, as for staff) got the person's account, work and secrets
+                log.warning(
+                    "OIDC login refused: subject %s has the email of %s, which is linked to another subject"
+                    " of this provider (deleting that identity in the Users admin lets this one link)",
                     claims["sub"],
                     same[0].username,
                 )

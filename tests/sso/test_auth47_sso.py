@@ -10,7 +10,7 @@ import pytest
 import requests
 from django.test import Client
 
-from accounts.models import User
+from accounts.models import OidcIdentity, User
 from budgets.models import Budget
 from tests.sso.conftest import add_person, sso_login
 from tests.sso.provider import Provider
@@ -83,3 +83,23 @@ def test_a_password_login_redeems_no_authorization_code(sso: Provider, org_tree:
     assert taken["code"] in sso.codes  # not redeemed: still the provider's, for nora's own callback
     # a code the provider refuses made each of them a 500 (the token endpoint's 400 raised)
     assert post("?code=bogus&state=x").status_code == answer.status_code
+
+
+def test_an_account_linked_to_a_subject_is_not_linked_to_another_by_email(sso: Provider, org_tree: dict[str, Budget]):
+    """Linking by email moves a local account to SSO (docs/deploy.md, "Who is who"); an account
+    already linked to a subject of the provider was linked again, by email, to any other subject
+    the provider put its address on (its admins' or its self-service's word, which keeps staff
+    accounts out of linking): that subject logged in as the person, their work, logs and env
+    values. Refused now, as a staff account's link is; the person's own subject logs in as before."""
+    add_person(sso, "nora", groups=["lab-nlp"])
+    sso_login(Client(), sso, "nora")
+    nora = User.objects.get(username="nora")
+    add_person(sso, "intruder", groups=[], email="Nora@lab.example.org")
+    client = Client()
+    assert sso_login(client, sso, "intruder")["Location"] == "/login/?sso=failed"
+    assert "_auth_user_id" not in client.session
+    assert list(OidcIdentity.objects.filter(user=nora).values_list("subject", flat=True)) == ["sub-nora-0001"]
+    assert not User.objects.filter(username__startswith="intruder").exists()
+    again = Client()
+    assert sso_login(again, sso, "nora")["Location"] == "/"
+    assert again.session["_auth_user_id"] == str(nora.pk)
