@@ -9,7 +9,8 @@ JWKS); this backend adds what Fairway decides (docs/deploy.md, "Single sign-on")
 - who the person is: the account linked to (issuer, ``sub``) (``OidcIdentity``); else, the first
   time, the one local account with the same email if the provider vouches for it
   (:func:`verified_email`; ``FAIRWAY_OIDC_LINK_BY_EMAIL``, default on) and it is not staff
-  (``FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL``, default off: refused) — that account keeps its password
+  (``FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL``, default off: refused) nor linked to another subject of the
+  provider already (refused) — that account keeps its password
   and tokens; else a new account with an unusable password (``FAIRWAY_OIDC_CREATE_USERS``, default
   on), named after ``FAIRWAY_OIDC_USERNAME_CLAIM`` (default ``sub``: :func:`new_username`);
 - the account's email follows the provider's only when it vouches for it (:func:`verified_email`);
@@ -24,6 +25,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import SuspiciousOperation
 from django.db import connection, transaction
 from django.http import Http404, HttpRequest, HttpResponseBase
@@ -177,11 +179,24 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend with Fairway's matching of accounts and its group rule."""
 
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> User | None:
+        if "nonce" not in kwargs:
+            # Not the callback's call (it gives the nonce and the PKCE verifier kept in the session
+            # under the state): a password login's (the API's, the page's, the admin's), whose URL
+            # may carry ?code=&state=. auth47: the library redeemed that code without the state,
+            # nonce or verifier of the browser it was issued to (a 500 when the provider refused it).
+            return None
         try:
             return super().authenticate(request, **kwargs)
         except SuspiciousOperation as exc:  # a bad token: nobody is logged in, the page says so
             log.warning("OIDC login refused: %s", exc)
             return None
+
+    def get_user(self, user_id: Any) -> User | None:
+        """The session's user, as Django's ``ModelBackend`` reads it: none once deactivated
+        (``user_can_authenticate``; auth47: the library's ``get_user`` returned an inactive
+        account, so a session begun through SSO outlived the deactivation on every page)."""
+        user = super().get_user(user_id)
+        return user if user is not None and ModelBackend().user_can_authenticate(user) else None
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
         payload: dict[str, Any] = super().verify_token(token, **kwargs)
@@ -238,6 +253,16 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
                 log.warning(
                     "OIDC login refused: subject %s has the email of the staff account %s, which is linked"
                     " by email only with FAIRWAY_OIDC_LINK_STAFF_BY_EMAIL on",
+                    claims["sub"],
+                    same[0].username,
+                )
+                return None
+            if same and OidcIdentity.objects.filter(user=same[0], issuer=issuer).exists():
+                # auth47: moved to SSO already, by its own subject; another the provider put the
+                # address on (its word, as for staff) got the person's account, work and secrets
+                log.warning(
+                    "OIDC login refused: subject %s has the email of %s, which is linked to another subject"
+                    " of this provider (deleting that identity in the Users admin lets this one link)",
                     claims["sub"],
                     same[0].username,
                 )

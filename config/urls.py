@@ -9,6 +9,7 @@ from config.api import NotFoundView
 from config.api_root import ApiRootView
 from scheduler import agent_install, cli_install, health
 from scheduler.prom import metrics_view
+from web.views import AdminLoginView
 
 api_v1 = [
     path("", ApiRootView.as_view(), name="api-root"),
@@ -40,6 +41,8 @@ def favicon(request: HttpRequest) -> HttpResponseRedirect:
 handler500 = "config.middleware.server_error"  # a database failure in a middleware: 503, not 500
 
 urlpatterns = [
+    # the admin's log-in page with the web's login throttles (auth47: its own had none)
+    path("admin/login/", AdminLoginView.as_view(), name="admin-login"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

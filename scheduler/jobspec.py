@@ -176,6 +176,7 @@ def check(
 ) -> JobOptions:
     """Check the job options of one submission by ``owner`` (see :class:`JobOptions`)."""
     from scheduler.models import Workload
+    from scheduler.services import workload_admin
 
     out = JobOptions()
 
@@ -246,7 +247,7 @@ def check(
             w = found.get(pk)
             if w is None:
                 refuse("invalid_after", "after", f"No workload {pk} to wait for.")
-            elif not (w.owner_id == getattr(owner, "pk", None) or getattr(owner, "is_staff", False)):
+            elif not (w.owner_id == getattr(owner, "pk", None) or workload_admin(owner)):
                 # everyone sees the queue: "no workload 1 of yours" read as if #1 did not exist (try40)
                 refuse(
                     "invalid_after",

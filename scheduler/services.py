@@ -1748,11 +1748,17 @@ HOLD_WORDS = {Hold.USER: "held by its owner", Hold.ADMIN: "held by an admin"}
 RELEASE_ADMIN_HOLD = "Held by an admin: only an admin (staff with the change_workload permission) may release it."
 
 
-def may_release_admin_hold(actor: User) -> bool:
-    """Superusers and staff with :data:`WORKLOAD_CANCEL_PERMISSION`: the admins whose holds are
-    admin holds, and the only ones who may release one (Slurm's ``scontrol release`` of a job an
-    operator held)."""
+def workload_admin(actor: User) -> bool:
+    """Superusers and staff with :data:`WORKLOAD_CANCEL_PERMISSION`: the admins of everyone's
+    work, whose holds are admin holds (:func:`may_release_admin_hold`) and who may name anyone's
+    workload in ``after`` (``scheduler.jobspec.check``; auth47: ``is_staff`` alone did)."""
     return bool(actor.is_authenticated and (actor.is_superuser or staff_may(actor, WORKLOAD_CANCEL_PERMISSION)))
+
+
+def may_release_admin_hold(actor: User) -> bool:
+    """:func:`workload_admin`: the only ones who may release an admin's hold (Slurm's ``scontrol
+    release`` of a job an operator held)."""
+    return workload_admin(actor)
 
 
 def hold_kind(

@@ -21,7 +21,9 @@ from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib import messages
+from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import REDIRECT_FIELD_NAME
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
@@ -1439,3 +1441,31 @@ class LoginView(auth_views.LoginView):
         if not form.has_error(NON_FIELD_ERRORS, "invalid_login"):  # the password was not checked
             self.failures.give_back()
         return super().form_invalid(form)  # else the place taken is the failure
+
+
+class AdminLoginView(LoginView):
+    """The admin's log-in page (``/admin/login/``, before ``admin.site.urls``): :class:`LoginView`
+    with its throttles and counters, and the admin's form (staff only), template and context, as
+    ``AdminSite.login`` makes them. auth47: the admin's own page checked passwords with no
+    throttle, so an admin's was guessed there without end while ``/login/`` and the API said 429."""
+
+    template_name = "admin/login.html"
+    authentication_form = AdminAuthenticationForm
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if admin.site.has_permission(request):  # already in: the admin's index, as AdminSite.login
+            return redirect("admin:index")
+        return super().get(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context |= {
+            **admin.site.each_context(self.request),
+            "title": "Log in",
+            "subtitle": None,
+            "app_path": self.request.get_full_path(),
+            "username": self.request.user.get_username(),
+        }
+        if REDIRECT_FIELD_NAME not in self.request.GET and REDIRECT_FIELD_NAME not in self.request.POST:
+            context[REDIRECT_FIELD_NAME] = reverse("admin:index")
+        return context

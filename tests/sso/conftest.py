@@ -49,6 +49,7 @@ def sso(idp: Provider, settings: Any) -> Provider:
     settings.LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
     settings.AUTHENTICATION_BACKENDS = ["accounts.oidc.FairwayOIDCBackend", "django.contrib.auth.backends.ModelBackend"]
     idp.users.clear()
+    idp.pkce_optional = False
     return idp
 
 

@@ -36,6 +36,9 @@ class Provider:
     codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)  # access token → user name
     server: ThreadingHTTPServer | None = None
+    pkce_optional: bool = (
+        False  # a code redeemed without a verifier is taken (providers that let a confidential client do it)
+    )
 
     @property
     def issuer(self) -> str:
@@ -171,7 +174,7 @@ button{{background:#6b3fa0;color:#fff;border:0;padding:8px 16px;border-radius:6p
             return self.send(request, 400, {"error": "invalid_grant"})
         verifier = form.get("code_verifier", "")
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-        if challenge != grant["challenge"]:
+        if challenge != grant["challenge"] and not (self.pkce_optional and not verifier):
             return self.send(request, 400, {"error": "invalid_grant", "error_description": "PKCE"})
         claims = self.users[grant["username"]]["claims"]
         now = int(time.time())

@@ -85,3 +85,31 @@ def test_a_login_under_the_limits_still_logs_in(db, rates):
     User.objects.create_user("researcher", password=PASSWORD)
     response = _web_login("researcher", PASSWORD)
     assert response.status_code == 302 and response["Location"] == "/"
+
+
+def _admin_login(username: str, password: str = "wrong", *, addr: str = "10.0.0.1") -> Any:  # noqa: S107
+    return Client().post("/admin/login/?next=/admin/", {"username": username, "password": password}, REMOTE_ADDR=addr)
+
+
+def test_the_admin_s_log_in_page_is_throttled_as_the_web_s(db, rates):
+    """auth47: the Django admin's own log-in page (``/admin/login/``) checked passwords without the
+    throttles: anyone guessed an admin's password there without end while ``/login/`` and the API
+    answered 429 after 5 failures. It now counts in the same counters, with the admin's form (staff
+    only) and page."""
+    rates(login="1000/min")
+    User.objects.create_user("boss", password=PASSWORD, is_staff=True, is_superuser=True)
+    codes = [_admin_login("boss", addr="10.0.3.1").status_code for _ in range(5)]
+    assert codes == [200] * 5  # the admin's form again, with its error
+    right = _admin_login("boss", PASSWORD, addr="10.0.3.1")
+    assert right.status_code == 429 and "_auth_user_id" not in right.client.session
+    assert "Too many login attempts" in right.content.decode()
+    assert _web_login("boss", PASSWORD, addr="10.0.3.1").status_code == 429  # one count with /login/'s
+    done = _admin_login("boss", PASSWORD, addr="10.0.3.2")
+    assert done.status_code == 302 and done["Location"] == "/admin/"
+    page = Client().get("/admin/login/?next=/admin/").content.decode()
+    assert 'id="login-form"' in page and 'name="next" value="/admin/"' in page and "Django administration" in page
+    assert done.client.get("/admin/login/")["Location"] == "/admin/"  # already in: the admin's index
+    # a researcher's right password logs nobody into the admin (the admin's form: staff only)
+    User.objects.create_user("someone", password=PASSWORD)
+    refused = _admin_login("someone", PASSWORD, addr="10.0.3.3")
+    assert refused.status_code == 200 and "_auth_user_id" not in refused.client.session
