@@ -9,7 +9,9 @@ limit, from the API and the web page together.
 
 The caches here answer reads after a delay (``SlowReads``: a round trip to Redis, or a thread
 descheduled between the read and the write, made certain): the race is then lost every time by a
-read-then-write counter, while an atomic step has nothing between its read and its write."""
+read-then-write counter, while an atomic step has nothing between its read and its write. The
+last test needs no delay: six processes sharing Redis, four attempts each at one instant (before:
+20 and 8 of the 24 let through a limit of 5, in two runs)."""
 
 from __future__ import annotations
 
@@ -142,3 +144,53 @@ def test_a_burst_from_one_address_gets_no_more_attempts_than_the_limit(db, slow_
     assert _api(BURST) == 429 and _web(BURST) == 429
     other = {"username": "x", "password": "y"}
     assert APIClient().post(LOGIN, other, format="json", REMOTE_ADDR="203.0.113.48").status_code == 400
+
+
+RACER = """
+import sys, time
+from django.test import RequestFactory
+from rest_framework.request import Request
+from accounts.api.views import LoginThrottle
+raw = RequestFactory().post("/api/v1/auth/login/", REMOTE_ADDR=sys.argv[1])
+request = Request(raw)
+request._request.user = None
+start = float(sys.argv[2])
+time.sleep(max(0.0, start - time.time()))
+print([LoginThrottle().allow_request(request, None) for _ in range(int(sys.argv[3]))].count(True))
+"""
+
+
+def test_web_processes_racing_on_redis_get_no_more_than_the_limit(redis_cache):
+    """Without any delay: web processes sharing Redis (``REDIS_URL``), each sending attempts from
+    one address at the same instant. DRF's read-then-write let several read the same log."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    processes, each = 6, 4
+    env = {k: v for k, v in os.environ.items() if k not in {"FAIRWAY_ENV", "DJANGO_SETTINGS_MODULE"}}
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        FAIRWAY_CACHE_PREFIX=redis_cache,
+        FAIRWAY_THROTTLE_LOGIN=f"{LIMIT}/hour",
+    )
+    start = time.time() + 15  # every process set up by then (two cores, shared)
+    code = "import django; django.setup()\n" + RACER
+    racers = [
+        subprocess.Popen(  # noqa: S603 -- our interpreter, our code
+            [sys.executable, "-c", code, ADDR, repr(start), str(each)],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for _ in range(processes)
+    ]
+    outs = [r.communicate(timeout=120) for r in racers]
+    assert all(r.returncode == 0 for r in racers), [e[-500:] for _, e in outs]
+    assert time.time() > start, "a process answered before the common instant"
+    allowed = [int(o.strip().splitlines()[-1]) for o, _ in outs]
+    assert sum(allowed) == LIMIT, allowed
