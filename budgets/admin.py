@@ -57,7 +57,17 @@ def _standings() -> dict[str, dict[int, Any]]:
     }
 
 
-EDITABLE_FIELDS = ["name", "parent", "shares", "hold", "cap_gpu_hours", "cap_period_days", "on_cap", "description"]
+EDITABLE_FIELDS = [
+    "name",
+    "parent",
+    "shares",
+    "hold",
+    "cap_gpu_hours",
+    "cap_period_days",
+    "on_cap",
+    "max_submitted_per_user",
+    "description",
+]
 STALE_GUARDED_FIELDS = [f for f in EDITABLE_FIELDS if f != "shares"]
 """The change form's fields judged from the value its page showed (``BudgetAdminForm``)."""
 """Budget fields leadership edits in the admin (the form and the change page list them once)."""
@@ -76,7 +86,11 @@ class BudgetAdminForm(forms.ModelForm):
         fields = EDITABLE_FIELDS
         # Leadership met "Cap gpu hours", "Cap period days" and "On cap" with no word of what they
         # do (tryout36). Here, not on the model: help texts there would be a migration.
-        labels = {"cap_gpu_hours": "Cap (GPU-hours)", "cap_period_days": "Cap period (days)"}
+        labels = {
+            "cap_gpu_hours": "Cap (GPU-hours)",
+            "cap_period_days": "Cap period (days)",
+            "max_submitted_per_user": "Submission limit per user",
+        }
         help_texts = {
             # try43: the first budget made silently became the root, and the second program was refused.
             "parent": "Empty only for the organisation's root, the first budget made (e.g. the lab's name); "
@@ -89,6 +103,8 @@ class BudgetAdminForm(forms.ModelForm):
             "cap_period_days": "The rolling period the cap counts over, in days (e.g. 30: the last 30 days).",
             "on_cap": "Once the cap is reached, its new work runs unallocated (free, preemptible) or waits "
             "until its usage falls below the cap.",
+            "max_submitted_per_user": "Most pending + running workloads a user may hold when submitting "
+            "here (their workloads in every budget count). Empty: FAIRWAY_MAX_SUBMITTED_PER_USER; 0: no limit.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

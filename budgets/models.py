@@ -115,6 +115,11 @@ class Budget(models.Model):
         default=30, validators=[MinValueValidator(1), MaxValueValidator(MAX_CAP_PERIOD_DAYS)]
     )
     on_cap = models.CharField(max_length=16, choices=OnCap.choices, default=OnCap.DOWNGRADE)
+    # A submission to this budget may leave its user at most this many pending + running workloads
+    # (budgets.rules.submitted_limit; thr47). Null: FAIRWAY_MAX_SUBMITTED_PER_USER; 0: no limit.
+    max_submitted_per_user = models.PositiveIntegerField(
+        "submission limit per user", null=True, blank=True, validators=[MaxValueValidator(10**9)]
+    )
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -45,6 +45,15 @@ def submission_problem(
     return None
 
 
+def submitted_limit(budget_limit: int | None, setting: int) -> int:
+    """The most pending + running workloads one user may hold when submitting to a budget whose own
+    limit is ``budget_limit`` (``Budget.max_submitted_per_user``, set by leadership in the admin):
+    that limit, or, where it is empty, ``setting`` (``FAIRWAY_MAX_SUBMITTED_PER_USER``). 0: no limit.
+    The user's workloads are counted in every budget, as the setting counts them; only the number
+    is the budget's (thr47)."""
+    return setting if budget_limit is None else budget_limit
+
+
 def archived_growth_problem(path: str, grown: list[str]) -> Refusal | None:
     """Why a pending workload staying in archived budget ``path`` may not take a change, or None:
     archiving refuses new work only (DESIGN.md §3.7), so its pending work may shrink but not grow

@@ -30,6 +30,7 @@ from accounts.services import archived_budget_paths, is_manager, is_member, subm
 from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE, MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, submission_problem
+from budgets.rules import submitted_limit as budget_submitted_limit
 from budgets.services import (
     ancestor_ids,
     archived_children_work,
@@ -682,7 +683,7 @@ SUBMIT_LOCK_CLASS = 0x4657_5355
 limit is set ("FWSU"; the tick's is "FWAY", a budget move's "FWBB"); the second is the user id."""
 
 SUBMIT_LIMIT_CODE = "too_many_submitted"
-"""The code of a submission refused by ``FAIRWAY_MAX_SUBMITTED_PER_USER`` (HTTP 429)."""
+"""The code of a submission refused by ``FAIRWAY_MAX_SUBMITTED_PER_USER`` or its budget's own limit (HTTP 429)."""
 
 LIVE_STATES = tuple(state for state in Workload.State if state not in Workload.FINAL_STATES)
 """The states a workload counts in its owner's limit: pending and running (starting, preempting)."""
@@ -809,7 +810,8 @@ def do_submit_workload(
         without group or dependencies.
 
         ``submitted_limit``: the most pending + running workloads ``owner`` may then hold (None:
-        ``FAIRWAY_MAX_SUBMITTED_PER_USER``; 0: no limit; superusers have none): a trace replay, which
+        the budget's own, ``Budget.max_submitted_per_user``, else ``FAIRWAY_MAX_SUBMITTED_PER_USER``:
+        ``budgets.rules.submitted_limit``; 0: no limit; superusers have none): a trace replay, which
         submits a whole lab's jobs as one user, chooses its own (``replay_trace --submit-limit``).
 
         ``resubmitted_from``: the workload this submission copies (``scheduler.resubmit``): kept on
@@ -1010,7 +1012,9 @@ def do_submit_workload(
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
         member = None if owner.is_superuser else (owner.pk, ancestor_ids(the_budget, tree))
-        limit = settings.FAIRWAY["MAX_SUBMITTED_PER_USER"] if submitted_limit is None else submitted_limit
+        setting = settings.FAIRWAY["MAX_SUBMITTED_PER_USER"]
+        budget_limit = the_budget.max_submitted_per_user  # the tree's copy: a save of the budget forgets it
+        limit = budget_submitted_limit(budget_limit, setting) if submitted_limit is None else submitted_limit
         limit = 0 if owner.is_superuser else limit
         archived, drawn, still_member = _share_lock_budget(the_budget.pk, member, serialize=bool(limit))
         if placed := submission_problem(the_budget.path, has_children=False, archived=archived):

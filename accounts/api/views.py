@@ -12,7 +12,7 @@ from rest_framework import mixins, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
+from rest_framework.throttling import SimpleRateThrottle
 
 from accounts.api.serializers import (
     LoginSerializer,
@@ -36,17 +36,80 @@ from config.errors import ServiceError
 from config.throttling import SettingsRate
 
 
-class LoginThrottle(SettingsRate, AnonRateThrottle):
-    """Login attempts per client address (``FAIRWAY_THROTTLE_LOGIN``, default 30/min).
+class SlotThrottle(SettingsRate, SimpleRateThrottle):
+    """A sliding window counted in ``num_requests`` *slots* of the cache, ``<key>:0`` …
+    ``<key>:N-1``, each held for ``duration`` seconds by the instant of an attempt it counts (a
+    failure, or any attempt: the subclass says which; as DRF's log, an attempt counts for
+    ``duration`` seconds).
+
+    :meth:`take` holds a free slot with ``cache.add`` (atomic on Redis, ``SET NX``, and in local
+    memory, under its lock: the two caches the settings configure), or refuses when none is free:
+    the check and the record are one step, so a burst of attempts sent at once gets no more than
+    the limit (sso46, thr47: DRF's read of the log and write of it with one more were two steps,
+    and every attempt of a burst read the same log and passed). :meth:`give_back` frees the slot
+    taken; :meth:`wait` is until the oldest slot's attempt leaves the window."""
+
+    def _slots(self, request: Request) -> list[str]:
+        """The slot keys; none when there is no key (nothing to count) or no rate."""
+        key = self.get_cache_key(request, None) if self.rate is not None else None
+        return [] if key is None else [f"{key}:{i}" for i in range(self.num_requests)]
+
+    def _held(self, slots: list[str]) -> dict[str, float]:
+        """The slots held now, with their instants (the oldest is what :meth:`wait` reads)."""
+        self.now = self.timer()
+        held = {k: t for k, t in self.cache.get_many(slots).items() if isinstance(t, float)}
+        self._oldest = min(held.values(), default=self.now)
+        return held
+
+    def take(self, request: Request) -> bool:
+        """Hold one of the free slots (one atomic ``cache.add`` each); False when none is free:
+        refused (:meth:`wait` says for how long)."""
+        self._slot = None
+        slots = self._slots(request)
+        if not slots:
+            return True
+        held = self._held(slots)
+        for slot in slots:
+            if slot not in held and self.cache.add(slot, self.now, self.duration):
+                self._slot = slot
+                return True
+        self._held(slots)  # others took the free ones first: the oldest now
+        return False
+
+    def give_back(self) -> None:
+        """Free the slot :meth:`take` held: the attempt is not to count."""
+        if getattr(self, "_slot", None) is not None:
+            self.cache.delete(self._slot)
+            self._slot = None
+
+    def wait(self) -> float | None:
+        """Until the oldest slot's attempt leaves the window."""
+        return max(1.0, self.duration - (self.now - self._oldest))
+
+
+class LoginThrottle(SlotThrottle):
+    """Login attempts per client address (``FAIRWAY_THROTTLE_LOGIN``, default 30/min), every
+    attempt counted, a place taken in :class:`SlotThrottle`'s atomic step (thr47: DRF's
+    ``AnonRateThrottle`` read and wrote the address's log in two steps, and a burst from one
+    address all passed).
 
     The address is ``REMOTE_ADDR`` or, behind ``FAIRWAY_TRUSTED_PROXIES`` proxies, the address
-    the outermost of them saw: a client varying ``X-Forwarded-For`` gets no new counter.
+    the outermost of them saw: a client varying ``X-Forwarded-For`` gets no new counter. A
+    signed-in requester is not counted (as DRF's ``AnonRateThrottle``).
     """
 
     scope = "login"
 
+    def get_cache_key(self, request: Request, view: object) -> str | None:
+        if request.user and request.user.is_authenticated:
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
-class LoginFailureThrottle(SettingsRate, SimpleRateThrottle):
+    def allow_request(self, request: Request, view: object) -> bool:
+        return self.take(request)
+
+
+class LoginFailureThrottle(SlotThrottle):
     """Failed logins per (user name, client address) (``FAIRWAY_THROTTLE_LOGIN_USER``, default
     10/min; sec63), as django-axes and Keycloak count them.
 
@@ -56,17 +119,12 @@ class LoginFailureThrottle(SettingsRate, SimpleRateThrottle):
     from many addresses is slowed by each address's :class:`LoginThrottle` only: that is the
     trade (docs/deploy.md, "Login limits").
 
-    The pair has ``num_requests`` *slots* in the cache, ``<key>:0`` … ``<key>:N-1``, each held for
-    ``duration`` seconds by the instant of an attempt whose password was checked (a sliding
-    window: a failure counts for ``duration`` seconds, as DRF's log). :meth:`take`, right before
-    the password is checked, holds a free slot with ``cache.add`` (atomic on Redis, ``SET NX``,
-    and in local memory, under its lock), or refuses when none is free: the check and the record
-    are one step, so a burst of attempts sent at once gets no more password checks than the limit
-    (sso46: a peek before the check and a push after it let every attempt of a burst through).
-    A wrong password keeps its slot (the failure); :meth:`succeeded` frees the pair's slots, and
-    :meth:`give_back` the one taken when the password was not checked after all (an incomplete
-    form). :meth:`allow_request` (DRF's throttle step, before the body is read) only peeks: it
-    refuses early when no slot is free and adds nothing."""
+    :meth:`take` (:class:`SlotThrottle`), right before the password is checked, holds a slot or
+    refuses (sso46: a peek before the check and a push after it let every attempt of a burst
+    through). A wrong password keeps its slot (the failure); :meth:`succeeded` frees the pair's
+    slots, and :meth:`give_back` the one taken when the password was not checked after all (an
+    incomplete form). :meth:`allow_request` (DRF's throttle step, before the body is read) only
+    peeks: it refuses early when no slot is free and adds nothing."""
 
     scope = "login_user"
 
@@ -81,46 +139,9 @@ class LoginFailureThrottle(SettingsRate, SimpleRateThrottle):
         digest = hashlib.sha256(pair.encode("utf-8", "replace")).hexdigest()
         return self.cache_format % {"scope": self.scope, "ident": digest}
 
-    def _slots(self, request: Request) -> list[str]:
-        """The pair's slot keys; none when there is no pair (no user name) or no rate."""
-        key = self.get_cache_key(request, None) if self.rate is not None else None
-        return [] if key is None else [f"{key}:{i}" for i in range(self.num_requests)]
-
-    def _held(self, slots: list[str]) -> dict[str, float]:
-        """The slots held now, with their instants (the oldest is what :meth:`wait` reads)."""
-        self.now = self.timer()
-        held = {k: t for k, t in self.cache.get_many(slots).items() if isinstance(t, float)}
-        self._oldest = min(held.values(), default=self.now)
-        return held
-
     def allow_request(self, request: Request, view: object) -> bool:
         slots = self._slots(request)
         return not slots or len(self._held(slots)) < len(slots)
-
-    def take(self, request: Request) -> bool:
-        """Hold one of the pair's free slots (one atomic ``cache.add`` each); False when none is
-        free: refused, the password is not to be checked (:meth:`wait` says for how long)."""
-        self._slot = None
-        slots = self._slots(request)
-        if not slots:
-            return True
-        held = self._held(slots)
-        for slot in slots:
-            if slot not in held and self.cache.add(slot, self.now, self.duration):
-                self._slot = slot
-                return True
-        self._held(slots)  # others took the free ones first: the oldest now
-        return False
-
-    def give_back(self) -> None:
-        """Free the slot :meth:`take` held: the password was not checked."""
-        if getattr(self, "_slot", None) is not None:
-            self.cache.delete(self._slot)
-            self._slot = None
-
-    def wait(self) -> float | None:
-        """Until the oldest slot's attempt leaves the window."""
-        return max(1.0, self.duration - (self.now - self._oldest))
 
     def succeeded(self, request: Request) -> None:
         """The password was right: the pair's failures are forgotten."""

@@ -189,7 +189,7 @@ SHARED_CGROUP_NS = (
     "the engine gave the container the host's cgroup namespace (it ignored cgroupns private, as Podman's Docker"
     " API did before 2025): /proc/self/cgroup shows the engine's cgroup path and the container's id"
 )
-"""What the attempt's log says where the engine ignored ``cgroupns: private`` (docs/isolation.md)."""
+"""What the agent's log says, once, where the engine ignored ``cgroupns: private`` (docs/isolation.md)."""
 
 
 def engine_log(log_max_bytes: int) -> Any:
@@ -424,11 +424,16 @@ class DockerRuntime(StoredRuntime):
         return record
 
     def _say_shared_cgroup_ns(self, record: AttemptRecord, container: Any) -> None:
-        """Say in the attempt's log (and the agent's) when the engine left the container in the host's
-        cgroup namespace although ``cgroupns: private`` was asked (iso46: Podman 4's Docker API
-        ignores it, and its own default on a v1 or hybrid host is the host's): its
-        ``/proc/self/cgroup`` then shows the engine's cgroup path and the container's id. Nothing is
-        said of a container gone already, or one whose pid the agent cannot read."""
+        """Say in the agent's log, once per agent start, when the engine left a container in the
+        host's cgroup namespace although ``cgroupns: private`` was asked (iso46: Podman 4's Docker
+        API ignores it, and its own default on a v1 or hybrid host is the host's): its
+        ``/proc/self/cgroup`` then shows the engine's cgroup path and the container's id. It is the
+        engine's, the same for every container, so it is the agent's to say, not each workload's:
+        the attempt's log holds the workload's output only (thr47: every ``fairway logs`` began
+        with it). Nothing is said of a container gone already, or one whose pid the agent cannot
+        read; once said, nothing is looked at again."""
+        if self._said_cgroup_ns:
+            return
         try:
             container.reload()
             pid = int((container.attrs.get("State") or {}).get("Pid") or 0)
@@ -436,11 +441,8 @@ class DockerRuntime(StoredRuntime):
         except (DockerException, OSError, ValueError, TypeError):
             return
         if shared:
-            if not self._said_cgroup_ns:  # once: the engine's, the same for every container
-                self._said_cgroup_ns = True
-                log.warning("attempt %d: %s", record.attempt_id, SHARED_CGROUP_NS)
-            with open_private_append(self.store.log_path(record.attempt_id)) as out:
-                out.write(f"fairway: {SHARED_CGROUP_NS}\n".encode())
+            self._said_cgroup_ns = True
+            log.warning("fairway: %s (first seen with attempt %d; said once)", SHARED_CGROUP_NS, record.attempt_id)
 
     def _create_and_start(self, kwargs: dict[str, Any]) -> Any:
         try:

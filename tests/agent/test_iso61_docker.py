@@ -26,8 +26,9 @@ from agent.runtime.docker import LABEL_ATTEMPT, DockerRuntime  # noqa: E402
 
 
 def _output(rt: DockerRuntime, attempt_id: int) -> bytes:
-    """The container's output in the attempt's log, without the agent's own lines (``fairway: …``:
-    an engine that left it in the host's cgroup namespace, iso46)."""
+    """The container's output in the attempt's log, without any agent line (``fairway: …``; the
+    note on an engine that left it in the host's cgroup namespace, iso46, is the agent's log's
+    since thr47)."""
     lines = rt.read_log(attempt_id, 1 << 16)[0].splitlines(keepends=True)
     return b"".join(line for line in lines if not line.startswith(b"fairway: "))
 
