@@ -713,10 +713,15 @@ _SUBMITTED_COUNT_SQL = (
 )
 
 
-def _check_submitted_limit(owner: User, adding: int, limit: int) -> None:
+SUBMIT_LIMIT_SETTING = "FAIRWAY_MAX_SUBMITTED_PER_USER, as Slurm's MaxSubmitJobs"
+"""Where the limit of a refusal comes from when no budget sets its own (:func:`_check_submitted_limit`)."""
+
+
+def _check_submitted_limit(owner: User, adding: int, limit: int, source: str = SUBMIT_LIMIT_SETTING) -> None:
     """Refuse (``too_many_submitted``, 429) a submission of ``adding`` workloads that would give
     ``owner`` more than ``limit`` pending + running ones (Slurm's MaxSubmitJobs; its reason
-    QOSMaxSubmitJobPerUserLimit). Run under the user's submission lock (:func:`_lock_chain`)."""
+    QOSMaxSubmitJobPerUserLimit). ``source`` names where ``limit`` comes from: the setting, or the
+    budget's own limit (thr47). Run under the user's submission lock (:func:`_lock_chain`)."""
     held = submitted_count(owner.pk, limit + 1)
     if held + adding <= limit:
         return
@@ -726,7 +731,7 @@ def _check_submitted_limit(owner: User, adding: int, limit: int) -> None:
         SUBMIT_LIMIT_CODE,
         None,
         f"You have {held_text} pending or running; one user may have at most {limit:,} "
-        f"(FAIRWAY_MAX_SUBMITTED_PER_USER, as Slurm's MaxSubmitJobs), and {what} would go past it. "
+        f"({source}), and {what} would go past it. "
         "Cancel some, or submit again when some have ended.",
         status=429,
     )
@@ -1023,7 +1028,9 @@ def do_submit_workload(
             path = Budget.objects.get(pk=the_budget.pk).path  # where it is now (moved: not the tree's path)
             raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=path))
         if limit:  # after the lock: a statement of its own, so it sees the user's other submissions committed
-            _check_submitted_limit(owner, len(jobs.indices), limit)
+            own = submitted_limit is None and budget_limit is not None  # the budget's number, not the setting's
+            source = f"budget {the_budget.path}'s submission limit per user" if own else SUBMIT_LIMIT_SETTING
+            _check_submitted_limit(owner, len(jobs.indices), limit, source)
         locked = copy.copy(the_budget)  # the tree's row (shared by the process's requests: not changed)
         now = timezone.now()
         group = jobs.create_group(owner, the_cluster, name.strip())

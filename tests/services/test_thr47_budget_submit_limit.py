@@ -60,7 +60,11 @@ def test_a_budget_s_lower_limit_refuses_in_the_same_words_with_its_number(
     for _ in range(2):
         do_submit_workload(researcher, **submit_kwargs())
     by_the_budget = _refusal(researcher, **submit_kwargs()).message
-    assert by_the_budget == by_the_setting and "at most 2 " in by_the_budget
+    # the same sentence, naming where its number comes from (not the setting, which is 10,000)
+    assert "at most 2 (FAIRWAY_MAX_SUBMITTED_PER_USER, as Slurm's MaxSubmitJobs)" in by_the_setting
+    assert by_the_budget == by_the_setting.replace(
+        "FAIRWAY_MAX_SUBMITTED_PER_USER, as Slurm's MaxSubmitJobs", "budget nlp/olmo's submission limit per user"
+    )
     assert Workload.objects.count() == 2
 
 
