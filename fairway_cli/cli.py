@@ -97,7 +97,7 @@ from fairway_cli.words import (
     unavailable_text,
     unfunded_text,
     unknown_budget_text,
-    utilization_words,
+    utilization_cells,
     why_waits_text,
 )
 
@@ -875,7 +875,15 @@ def _submitted_words(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -
     if w.get("hold"):
         release = f"--group {w['group']}" if w.get("group") else str(w["id"])
         out.write(f"held: it starts only after `fairway release {release}`\n")
+    elif w.get("pending_reason") in BUDGET_HOLD_REASONS and w.get("why_pending"):
+        # its budget's hold, which the submission wrote at once as it writes one of its own: in
+        # `fairway show`'s words (tryout47b: it said just "pending")
+        out.write(f"{w['why_pending'][0]}\n")
     return EXIT_OK
+
+
+BUDGET_HOLD_REASONS = ("held", "budget_capped")
+"""The pending reasons a submission may have at once from its budget alone (``budgets.rules.held_at_submission``)."""
 
 
 def _array_submitted(array: dict[str, Any]) -> str:
@@ -1979,9 +1987,27 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             # nothing printed read as a command that did nothing (the page says "(empty)"); on
             # stderr, so `fairway logs ID > file` still holds only the log (try40)
             sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: the log is empty]\n")
+        if args.follow and done and not finished:
+            return _followed_end(api, args, wid, tail.get("attempt"))
         if not args.follow or done or finished:
             return EXIT_OK
         time.sleep(args.interval)
+
+
+def _followed_end(api: Api, args: argparse.Namespace, wid: int, number: Any) -> int:
+    """How a followed workload stands once its attempt's log has ended (``fairway logs -f``), on
+    stderr in ``fairway wait``'s words (``[#12 train: failed (exit 5)]``), and the exit code
+    ``fairway wait`` gives it (:func:`wait_exit_code`): exit 0 said nothing of a failure (tryout47b).
+    The agent ends the log before it reports the exit: asked again until the server has the
+    attempt's end. An attempt ended while the workload goes on (a retry) exits 0."""
+    while True:
+        w = api.call("GET", f"workloads/{wid}/")
+        open_attempt = any(a.get("number") == number and not a.get("ended_at") for a in w.get("attempts") or ())
+        if w["state"] in FINAL_WORKLOAD_STATES or not open_attempt:
+            break
+        time.sleep(args.interval)
+    args.err.write(f"[{escape_text(_wait_line(None, w))}]\n")
+    return wait_exit_code([w]) if w["state"] in FINAL_WORKLOAD_STATES else EXIT_OK
 
 
 EXIT_NOT_SUCCEEDED = 1
@@ -2222,12 +2248,18 @@ def _first_read(api: Api, ids: set[int]) -> dict[int, dict[str, Any]]:
     return rows
 
 
+def wait_exit_code(rows: Sequence[dict[str, Any]]) -> int:
+    """The exit code of workloads every one final: 0 every one succeeded, :data:`EXIT_NOT_SUCCEEDED`
+    else (``fairway wait``, ``submit --wait``, ``logs -f``: :func:`exit_codes_text`)."""
+    return EXIT_NOT_SUCCEEDED if any(w["state"] != SUCCEEDED for w in rows) else EXIT_OK
+
+
 def _waited(args: argparse.Namespace, outcome: Outcome, out: TextIO) -> int:
     """Print how the wait ended (``--json``: every workload's id, name and state, and whether the
     time ran out) and return its exit code."""
     rows = list(outcome.rows.values())
     failed = [w for w in rows if w["state"] != SUCCEEDED]
-    code = EXIT_TIMEOUT if outcome.timed_out else EXIT_NOT_SUCCEEDED if failed else EXIT_OK
+    code = EXIT_TIMEOUT if outcome.timed_out else wait_exit_code(rows)
     if args.json:
         emit_json(
             {
@@ -2454,6 +2486,10 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 [csv_cell(host_words(r) if c == "hosts" else "" if r.get(c) is None else r[c]) for c in HISTORY_COLUMNS]
             )
         return EXIT_OK
+    # an older server sends no utilization: not measured is not what it said
+    measured = [r for r in rows if "utilization" in r]
+    cells, notes = utilization_cells((r["utilization"], r.get("utilization_why")) for r in measured)
+    util = {id(r): cell for r, cell in zip(measured, cells, strict=True)}
     table(
         rows,
         [
@@ -2468,15 +2504,14 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),
             ("STATE", lambda r: end_words(r["end_reason"], r["exit_code"])),
             ("CHARGED", lambda r: gpu_time_text(r["charged_gpu_hours"] * 3600) if r["allocated"] else "free"),
-            # an older server sends no utilization: not measured is not what it said
-            (
-                "UTIL",
-                lambda r: utilization_words(r["utilization"], r.get("utilization_why")) if "utilization" in r else "-",
-            ),
+            # not measured: a short cell, why in a note under the table (tryout47b: ~200 columns)
+            ("UTIL", lambda r: util.get(id(r), "-")),
         ],
         out,
         right={"ELAPSED", "CHARGED", "UTIL"},
     )
+    for note in notes:
+        out.write(f"{note}\n")
     if page["count"] > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
     elif not rows:
@@ -2878,7 +2913,7 @@ def exit_codes_text() -> str:
         f" {EXIT_AUTH} not logged in; {EXIT_TEMPFAIL} {UNAVAILABLE_TEXT} (overloaded, or its database or its link"
         f" to the agents down), or {THROTTLED_WORDS}: {try_again_words(None)}, or in the seconds it gives"
         " (nothing was wrong with the request; also a wait that gave up on such answers). fairway wait (and"
-        " submit --wait):"
+        " submit --wait, and logs -f once the workload ended):"
         f" {EXIT_NOT_SUCCEEDED} also when a workload did not succeed, {EXIT_TIMEOUT} --timeout ran out,"
         f" {EXIT_INTERRUPTED} interrupted. fairway exec: the command's own exit code once it ran ({EXIT_TIMEOUT}:"
         " killed at --timeout), which may be any of these."

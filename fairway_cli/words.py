@@ -382,6 +382,28 @@ def utilization_words(value: Any, why: str | None = None, *, running: bool = Fal
     return f"{NOT_MEASURED} yet ({said[1]})" if running else f"{NOT_MEASURED} ({said[0]})"
 
 
+NOT_MEASURED_CELL = "n/m"
+""":data:`NOT_MEASURED` in a table's cell (``fairway history``'s UTIL), marked for its note under
+the table, which gives :func:`utilization_words` in full (tryout47b: the cell held the whole
+sentence, stretching the table to about 200 columns)."""
+
+
+def utilization_cells(rows: Iterable[tuple[Any, str | None]]) -> tuple[list[str], list[str]]:
+    """The cells of a table's utilization column, one per ``(utilization, utilization_why)``, and
+    the notes to print under it: a measured one as :func:`utilization_words` writes it; one not
+    measured as ``n/m*`` (``n/m**`` … for each other wording, in the order met) with a note
+    ``n/m*: not measured (its GPUs were shared …)`` once."""
+    marks: dict[str, str] = {}
+    cells: list[str] = []
+    for value, why in rows:
+        words = utilization_words(value, why)
+        if value is not None:
+            cells.append(words)
+            continue
+        cells.append(marks.setdefault(words, NOT_MEASURED_CELL + "*" * (len(marks) + 1)))
+    return cells, [f"{mark}: {words}" for words, mark in marks.items()]
+
+
 def _share_words(part: float) -> str:
     """A share that is not none as a percentage that never reads as none: ``less than 1%``."""
     return "less than 1%" if 0 < part < 0.005 else percent_text(part)

@@ -29,7 +29,7 @@ from accounts.models import Membership, User
 from accounts.services import archived_budget_paths, is_manager, is_member, submit_budget_paths
 from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE, MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
-from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, submission_problem
+from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, held_at_submission, submission_problem
 from budgets.rules import submitted_limit as budget_submitted_limit
 from budgets.services import (
     ancestor_ids,
@@ -1009,6 +1009,14 @@ def do_submit_workload(
             "pending_reason": PendingReason.HELD,
             "pending_detail": {"hold": Hold.USER},
         }
+    elif not dry_run and not jobs.after:  # an `after` wait is the reason first (the policy's order)
+        chain = (tree[pk] for pk in ancestor_ids(the_budget, tree) if pk in tree)
+        by_budget = held_at_submission(
+            ((b.path, b.hold, b.cap_gpu_hours, b.on_cap == Budget.OnCap.HOLD) for b in chain),
+            allocated=min_runtime_s > 0,
+        )
+        if by_budget is not None:  # said at once, as a hold of its own is (tryout47b)
+            fields |= {"pending_reason": by_budget[0], "pending_detail": by_budget[1]}
     if dry_run:
         unsaved = Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
         unsaved.job_options = jobs  # type: ignore[attr-defined] -- its after list and array, for a quote

@@ -414,7 +414,11 @@ def submit(request: HttpRequest) -> HttpResponse:
                         raise
                     if once:
                         cache.set(once, workload.pk, SUBMIT_ONCE_S)
-                    messages.success(request, f"Submitted {workload.name} (#{workload.pk}).")
+                    # its budget's hold, written at once: in its page's words (tryout47b)
+                    held = explain_pending(workload).sentence if workload.pending_reason and not workload.hold else ""
+                    messages.success(
+                        request, f"Submitted {workload.name} (#{workload.pk}).{' ' + held if held else ''}"
+                    )
                     return redirect("web-workload", pk=workload.pk)
                 else:
                     raise _as_service_error(errors)

@@ -33,25 +33,33 @@ def test_logs_follow_waits_through_an_attempt_still_starting(monkeypatch, capsys
     note = "attempt 1 is starting on gpu1: no log yet"
     starting = {"attempt": 1, "parts": [{"rank": 0, "host": "gpu1", "error": note}]}
     running = {"attempt": 1, "parts": [{"rank": 0, "host": "gpu1", "offset": 0, "data": "step 1\n", "eof": True}]}
-    answers = iter([starting, {"state": "starting"}, starting, {"state": "starting"}, running])
+    # then how the workload ended, as `fairway wait` says it, and its exit code (tryout47b)
+    ended = {"id": 8, "name": "train", "state": "succeeded", "last_end": {"reason": "succeeded", "exit_code": 0}}
+    answers = iter([starting, {"state": "starting"}, starting, {"state": "starting"}, running, ended])
     monkeypatch.setattr(fairway_cli.Api, "call", lambda self, method, path, **kw: next(answers))
     monkeypatch.setattr(fairway_cli.time, "sleep", lambda s: None)
     monkeypatch.setenv("FAIRWAY_URL", "http://in-process")
     monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
     assert fairway_cli.main(["logs", "8", "-f"]) == 0
-    assert capsys.readouterr().out == "[gpu1: attempt 1 is starting on gpu1: no log yet]\nstep 1\n"
+    assert capsys.readouterr() == (
+        "[gpu1: attempt 1 is starting on gpu1: no log yet]\nstep 1\n",
+        "[#8 train: succeeded (exit 0)]\n",
+    )
 
 
 def test_logs_follow_ends_on_an_error_once_the_workload_ended(monkeypatch, capsys):
     from fairway_cli import cli as fairway_cli
 
     offline = {"attempt": 1, "parts": [{"rank": 0, "host": "gpu1", "error": "host gpu1 is offline"}]}
-    answers = iter([offline, {"state": "failed"}])
+    failed = {"id": 8, "name": "train", "state": "failed", "last_end": {"reason": "lost", "exit_code": None}}
+    answers = iter([offline, failed, failed])
     monkeypatch.setattr(fairway_cli.Api, "call", lambda self, method, path, **kw: next(answers))
     monkeypatch.setenv("FAIRWAY_URL", "http://in-process")
     monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
-    assert fairway_cli.main(["logs", "8", "-f"]) == 0
-    assert capsys.readouterr().out == "[gpu1: host gpu1 is offline]\n"
+    assert fairway_cli.main(["logs", "8", "-f"]) == 1  # as `fairway wait 8` (tryout47b: 0)
+    out, err = capsys.readouterr()
+    assert out == "[gpu1: host gpu1 is offline]\n"
+    assert err.startswith("[#8 train: failed: ")
 
 
 def test_logs_of_a_pending_workload_says_follow_waits(researcher, hosts, monkeypatch, submit_kwargs):

@@ -101,3 +101,27 @@ def test_an_admin_replaces_a_user_hold_from_the_page(new_page, researcher, admin
     owner.force_login(researcher)
     page = owner.get(f"/workloads/{work.pk}/").content.decode()
     assert 'id="release-button"' not in page and 'id="hold-button"' not in page
+
+
+def test_submitting_into_a_held_budget_says_so_at_once(new_page, researcher, org_tree, cluster):
+    # tryout47b: the form's message said only "Submitted"; the page said "not considered yet"
+    # until the next tick, though leadership's hold on budget nlp was known at submission.
+    from budgets.models import Budget
+
+    Budget.objects.filter(pk=org_tree["nlp"].pk).update(hold=True)
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto("/submit/")
+    page.fill("#id_command", "python train.py")
+    page.fill("#id_gpu_count", "1")
+    page.fill("#id_min_runtime", "1h")
+    page.select_option("#id_gpu_model", "A100")
+    page.get_by_role("button", name="Submit", exact=True).click()
+    page.wait_for_selector("#why-pending")
+    notice = page.inner_text(".notice.success")
+    why = page.inner_text("#why-pending")
+
+    held = "Budget nlp is on hold: no new work of it starts until leadership releases it."
+    w = Workload.objects.get()
+    assert notice == f"Submitted {w.name} (#{w.pk}). {held}"
+    assert held in why
