@@ -894,6 +894,7 @@ class Agent:
                 await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
                 return
             tty.session = session
+            tty.last = monotonic_s()  # idle from the command's start: a slow start is not idleness
             if tty.size is not None:
                 session.resize(*tty.size)
             if tty.closing:
@@ -960,6 +961,7 @@ class Agent:
                 await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id), on=conn)
                 return
             tty.session = session
+            tty.last = monotonic_s()  # as exec_tty's: idle from the command's start
             await self._send(ExecStarted(ref=msg.id), on=conn)
             if tty.size is not None:
                 session.resize(*tty.size)

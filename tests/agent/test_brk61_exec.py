@@ -109,3 +109,42 @@ def test_an_answer_to_a_command_of_a_connection_that_ended_is_not_sent_on_the_ne
                 assert agent._execs == 0  # its slot is given back all the same
 
     run_async(scenario(), timeout=30)
+
+
+def test_a_session_slow_to_start_is_idle_from_its_start_not_from_the_request(state_dir: Path) -> None:
+    """A session's idle clock ran from the request: on a loaded host a command that took longer
+    than ``idle_s`` to start was hung up the moment it started, before it could take the hangup
+    (the e2e suite at load 6–8: exit 137, not 129). Idle counts from the command's start."""
+    import asyncio
+    import os
+
+    from agent.protocol import ExecResult
+    from agent.runtime.isolation import stop_then_kill_tree
+    from agent.runtime.tty import TtySession, set_size
+
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            agent = make_agent(server.url, state_dir)
+
+            async def slow(*_args: object) -> TtySession:
+                await asyncio.sleep(1.5)  # a start slower than idle_s
+                master, slave = os.openpty()
+                set_size(slave, 24, 80)
+                proc = await asyncio.create_subprocess_exec(
+                    "sleep", "30", stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+                )
+                os.close(slave)
+                return TtySession(master, proc, stop_then_kill_tree)
+
+            agent.runtime.exec_tty = slow  # type: ignore[method-assign]
+            async with running(agent):
+                await server.expect(lambda m: isinstance(m, Hello))
+                loop = asyncio.get_running_loop()
+                await server.send(ExecTty(attempt_id=1, command=["sleep"], rows=24, cols=80, idle_s=1))
+                asked = loop.time()
+                got = await server.expect(lambda m: isinstance(m, (ExecResult, Error)), within=15)
+                assert isinstance(got, ExecResult) and got.timed_out, got
+                assert got.exit_code == 128 + 1, got  # the hangup ended it (SIGHUP), not the kill
+                assert loop.time() - asked >= 1.5 + 1 - 0.2  # the start, then a whole idle second
+
+    run_async(scenario(), timeout=30)
