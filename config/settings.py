@@ -123,6 +123,26 @@ def env_url(name: str, default: str) -> str:
     return value
 
 
+def env_email_backend(name: str, default: str) -> str:
+    """The dotted path of a Django email backend class (a ``BaseEmailBackend``); raises
+    ImproperlyConfigured otherwise. A typo started the server and failed at every send (left47)."""
+    from django.core.mail.backends.base import BaseEmailBackend
+    from django.utils.module_loading import import_string
+
+    value = env_str(name, default).strip()
+    try:
+        backend = import_string(value)
+    except ImportError as exc:
+        problem = str(exc)
+    else:
+        if isinstance(backend, type) and issubclass(backend, BaseEmailBackend):
+            return value
+        problem = "not a subclass of django.core.mail.backends.base.BaseEmailBackend"
+    raise ImproperlyConfigured(
+        f"{name}={value!r} is not an email backend such as django.core.mail.backends.smtp.EmailBackend: {problem}"
+    )
+
+
 def env_redis_url(name: str) -> str:
     """A ``redis://``, ``rediss://`` or ``unix://`` URL as redis-py reads it, its database (the path)
     a number, or "" (unset); raises ImproperlyConfigured without quoting it (it may hold a password).
@@ -525,7 +545,7 @@ FAIRWAY = {
 }
 
 # Outgoing email for notifications (docs/jobs.md): Django's own settings, read from the env.
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_BACKEND = env_email_backend("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
