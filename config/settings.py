@@ -23,6 +23,7 @@ from config.logfilters import client_errors_one_line
 from config.logformat import LOG_FORMAT
 from config.priority import hold_nice_against_other_sessions
 from config.private_file import owner_only
+from fairway_common.numbers import ascii_float
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FAIRWAY_VAR_DIR") or BASE_DIR / "var")
@@ -80,9 +81,7 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
     if raw is None or raw == "":
         return default
     try:
-        if not raw.isascii() or "_" in raw:  # float() took "١" (Arabic-Indic) and "1_0", as int() did
-            raise ValueError(raw)
-        value = float(raw)
+        value = ascii_float(raw)  # float() took "١" (Arabic-Indic) and "1_0", as int() did
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number (ASCII digits 0-9)") from None
     if not math.isfinite(value):
