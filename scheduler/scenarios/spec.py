@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE
+from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE, MAX_HOST_GPUS
 from budgets.rules import budget_name_problem
 from fairway_common import strict_yaml
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem
@@ -23,7 +23,8 @@ from scheduler.trace import DURATION_RE, duration_seconds
 
 DEFAULT_START = "2026-01-05T00:00:00Z"
 
-MAX_HOST_GPUS = 1024  # GPU indices are 0..1023 in the agent protocol
+# MAX_HOST_GPUS (imported above) is the agent protocol's: the most GPUs a host reports, joins or starts
+# with (256). Not its GPU index bound, 0..1023, which this file's 1,024 was (left47; docs/simulation.md).
 MAX_TICKS = 1_000_000  # ticks while time passes, over the whole scenario (115 days at 10 s)
 MAX_HOST_COUNT = 100_000  # hosts of one ``count:`` entry (the benchmarks use 4,000)
 
