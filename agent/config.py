@@ -33,6 +33,7 @@ from agent.protocol import (
 from agent.runtime.isolation import IsolationConfig
 from fairway_common import strict_yaml
 from fairway_common.gpu_text import gpu_text_problem
+from fairway_common.numbers import ascii_float
 
 ENV_PREFIX = "FAIRWAY_"
 GPU_BACKENDS = ("fake", "nvml")
@@ -155,9 +156,13 @@ def _at_most(most: int, parse: Callable[[Any], int]) -> Callable[[Any], int]:
 def _positive_float(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("must be a finite number > 0")
-    if isinstance(value, str) and (not value.isascii() or "_" in value):  # float() read "1_0" and "٥" too
-        raise ValueError("must be a number such as 5 or 0.5 (ASCII digits 0-9)")
-    number = float(value)
+    if isinstance(value, str):
+        try:
+            number = ascii_float(value)  # float() read "1_0" and "٥" too
+        except ValueError:
+            raise ValueError("must be a number such as 5 or 0.5 (ASCII digits 0-9)") from None
+    else:
+        number = float(value)
     if not 0 < number < math.inf:
         raise ValueError("must be a finite number > 0")
     return number

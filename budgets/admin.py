@@ -78,7 +78,7 @@ class BudgetAdminForm(forms.ModelForm):
         required=False,
         max_length=500,
         label="Reason for the change",
-        help_text="Kept in the audit history with a change of shares, hold, parent or cap.",
+        help_text="Kept in the audit history with a change of shares, hold, parent, cap or submission limit.",
     )
 
     class Meta:

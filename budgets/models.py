@@ -256,9 +256,9 @@ class ShareChange(models.Model):
 
     Written by the services (``do_set_shares``, also at a temporary share's start and end:
     :class:`ShareBoost`; ``do_set_hold``, ``do_archive_budget``) and the
-    admin's save of a move or a cap (``budgets.services.record_move_and_cap``) only; read-only in
-    the admin. ``actor_name`` keeps the username should the user be deleted. A move or a cap change
-    keeps the shares on both sides and says what changed in ``note``.
+    admin's save of a move, a cap or a submission limit (``budgets.services.record_move_and_cap``)
+    only; read-only in the admin. ``actor_name`` keeps the username should the user be deleted. A
+    move, a cap or a limit change keeps the shares on both sides and says what changed in ``note``.
     """
 
     class Kind(models.TextChoices):
@@ -268,6 +268,7 @@ class ShareChange(models.Model):
         ARCHIVE = "archive", "archive"
         MOVE = "move", "move"
         CAP = "cap", "cap"
+        LIMIT = "limit", "submission limit"
 
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="share_changes")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.SHARES)

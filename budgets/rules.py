@@ -56,6 +56,15 @@ def submitted_limit(budget_limit: int | None, setting: int) -> int:
     return setting if budget_limit is None else budget_limit
 
 
+def submitted_limit_words(budget_limit: int | None) -> str:
+    """A budget's own submission limit (``Budget.max_submitted_per_user``) in words, as its change
+    history says it: ``250``, ``no limit`` (0), ``FAIRWAY_MAX_SUBMITTED_PER_USER`` (empty: the
+    setting's, :func:`submitted_limit`)."""
+    if budget_limit is None:
+        return "FAIRWAY_MAX_SUBMITTED_PER_USER"
+    return f"{budget_limit:,}" if budget_limit else "no limit"
+
+
 def archived_growth_problem(path: str, grown: list[str]) -> Refusal | None:
     """Why a pending workload staying in archived budget ``path`` may not take a change, or None:
     archiving refuses new work only (DESIGN.md §3.7), so its pending work may shrink but not grow

@@ -343,10 +343,11 @@ def _record(budget: Budget, kind: str, old: int, new: int, actor: object | None,
 
 
 def record_move_and_cap(budget: Budget, before: dict[str, Any], actor: object | None, note: str = "") -> None:
-    """Audit a saved change of ``budget``'s parent or cap (``before``: the fields as they were; the
-    admin's form initial). A move changes the entitlement of both parents' subtrees and a cap what a
-    program may use, but neither was recorded (try38): leadership's history showed share changes
-    only. One ``ShareChange`` per kind, the change in words before the reason."""
+    """Audit a saved change of ``budget``'s parent, cap or own submission limit (``before``: the
+    fields as they were; the admin's form initial). A move changes the entitlement of both parents'
+    subtrees and a cap what a program may use, but neither was recorded (try38): leadership's history
+    showed share changes only; nor was the submission limit (left47). One ``ShareChange`` per kind,
+    the change in words before the reason."""
     from scheduler.reports import cap_words  # local: budgets does not import scheduler at load
 
     paths = budget_paths()
@@ -373,6 +374,12 @@ def record_move_and_cap(budget: Budget, before: dict[str, Any], actor: object | 
             _record(
                 budget, ShareChange.Kind.CAP, budget.shares, budget.shares, actor, f"{words}: {note}" if note else words
             )
+    if "max_submitted_per_user" in before and before["max_submitted_per_user"] != budget.max_submitted_per_user:
+        old_limit = rules.submitted_limit_words(before["max_submitted_per_user"])
+        words = f"submission limit per user {old_limit} → {rules.submitted_limit_words(budget.max_submitted_per_user)}"
+        _record(
+            budget, ShareChange.Kind.LIMIT, budget.shares, budget.shares, actor, f"{words}: {note}" if note else words
+        )
 
 
 def do_set_shares(

@@ -23,6 +23,7 @@ from config.logfilters import client_errors_one_line
 from config.logformat import LOG_FORMAT
 from config.priority import hold_nice_against_other_sessions
 from config.private_file import owner_only
+from fairway_common.numbers import ascii_float
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FAIRWAY_VAR_DIR") or BASE_DIR / "var")
@@ -80,9 +81,7 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
     if raw is None or raw == "":
         return default
     try:
-        if not raw.isascii() or "_" in raw:  # float() took "١" (Arabic-Indic) and "1_0", as int() did
-            raise ValueError(raw)
-        value = float(raw)
+        value = ascii_float(raw)  # float() took "١" (Arabic-Indic) and "1_0", as int() did
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number (ASCII digits 0-9)") from None
     if not math.isfinite(value):
@@ -121,6 +120,26 @@ def env_url(name: str, default: str) -> str:
     if value and not re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", value):
         raise ImproperlyConfigured(f"{name}={value!r} is not an http(s) URL such as https://fairway.example.org")
     return value
+
+
+def env_email_backend(name: str, default: str) -> str:
+    """The dotted path of a Django email backend class (a ``BaseEmailBackend``); raises
+    ImproperlyConfigured otherwise. A typo started the server and failed at every send (left47)."""
+    from django.core.mail.backends.base import BaseEmailBackend
+    from django.utils.module_loading import import_string
+
+    value = env_str(name, default).strip()
+    try:
+        backend = import_string(value)
+    except ImportError as exc:
+        problem = str(exc)
+    else:
+        if isinstance(backend, type) and issubclass(backend, BaseEmailBackend):
+            return value
+        problem = "not a subclass of django.core.mail.backends.base.BaseEmailBackend"
+    raise ImproperlyConfigured(
+        f"{name}={value!r} is not an email backend such as django.core.mail.backends.smtp.EmailBackend: {problem}"
+    )
 
 
 def env_redis_url(name: str) -> str:
@@ -525,7 +544,7 @@ FAIRWAY = {
 }
 
 # Outgoing email for notifications (docs/jobs.md): Django's own settings, read from the env.
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_BACKEND = env_email_backend("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 
 from fairway_cli.numbers import parse_duration_s
+from fairway_common.numbers import ascii_float
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 """ASCII digits only, as the API's ``int_param`` reads them: ``int()`` took ``١`` (Arabic-Indic),
@@ -41,9 +42,7 @@ def positive_number(maximum: float = math.inf) -> Callable[[str], float]:
 
     def parse(text: str) -> float:
         try:
-            if not text.isascii() or "_" in text:  # float() took "١" and "1_0" as int() did
-                raise ValueError(text)
-            value = float(text)
+            value = ascii_float(text)  # float() took "١" and "1_0" as int() did
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
         if not (0 < value <= maximum and math.isfinite(value)):

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fairway_common.numbers import ascii_float
+
 COLUMNS: tuple[str, ...] = ("job_id", "submit_time_s", "vc", "num_gpus", "duration_s", "duration_pcs_s")
 DAY_S = 86_400
 DEFAULT_MIN_RUNTIME_RULE = "duration,cap:2h"
@@ -300,7 +302,7 @@ class MinRuntimeRule:
             elif key == "fraction":
                 kind = _only_once(kind, "fraction", spec)
                 try:
-                    fraction = float(value)
+                    fraction = ascii_float(value)  # ASCII digits, as every reader (left47)
                 except ValueError:
                     raise ValueError(f"min-runtime rule {spec!r}: fraction {value!r} is not a number") from None
                 if not 0 < fraction <= 1:
@@ -413,7 +415,7 @@ class UnallocatedRule:
                 vcs.add(value)
             elif key == "fraction":
                 try:
-                    fraction = float(value)
+                    fraction = ascii_float(value)  # ASCII digits, as every reader (left47)
                 except ValueError:
                     raise ValueError(f"unallocated rule {spec!r}: fraction {value!r} is not a number") from None
                 if not 0 <= fraction <= 1:

@@ -378,3 +378,16 @@ def test_no_source_reads_yaml_past_the_strict_reader() -> None:
     simulator's budget and shares files were composed with plain ``SafeLoader``."""
     assert _defining(r"(?<!\w)yaml\.(safe_load|load|full_load|unsafe_load|compose|compose_all|safe_load_all)\(") == []
     assert _defining(r"Loader=yaml\.") == []
+
+
+# --- a decimal number read from text (brk35, brk47, left47): fairway_common/numbers.py ascii_float
+
+
+def test_decimal_numbers_have_one_ascii_reader() -> None:
+    """left47: the float settings, the CLI and the agent's config each wrote the ASCII check of
+    ``float()`` themselves and the trace rules' ``fraction:`` did not (``fraction:٠.٥`` was 0.5)."""
+    assert _defining(r'isascii\(\) or "_" in \w+\)?:?\s*(#.*)?\n\s*raise ValueError') == []
+    assert _defining(r"def ascii_float\b") == []  # fairway_common/numbers.py's only
+    assert "def ascii_float(" in (ROOT / "fairway_common/numbers.py").read_text()
+    for reader in ("config/settings.py", "fairway_cli/args.py", "agent/config.py", "scheduler/trace.py"):
+        assert "ascii_float(" in (ROOT / reader).read_text(), reader

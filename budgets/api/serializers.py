@@ -32,6 +32,12 @@ class BudgetSerializer(serializers.ModelSerializer):
         help_text="allocated GPU-hours per cap_period_days (DESIGN.md §3.7); null: no cap. A number, as in "
         'budgets/tree/ (DRF sent the model\'s decimal as the string "700.00": try38)',
     )
+    max_submitted_per_user = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="the budget's own submission limit per user: the most pending + running workloads a user "
+        "may hold when submitting here (docs/jobs.md); null: FAIRWAY_MAX_SUBMITTED_PER_USER; 0: no limit",
+    )
 
     class Meta:
         model = Budget
@@ -52,6 +58,7 @@ class BudgetSerializer(serializers.ModelSerializer):
             "cap_gpu_hours",
             "cap_period_days",
             "on_cap",
+            "max_submitted_per_user",
             "description",
             "access",
             "can_submit",

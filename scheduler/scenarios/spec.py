@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE
+from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE, MAX_HOST_GPUS
 from budgets.rules import budget_name_problem
 from fairway_common import strict_yaml
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem
@@ -23,9 +23,22 @@ from scheduler.trace import DURATION_RE, duration_seconds
 
 DEFAULT_START = "2026-01-05T00:00:00Z"
 
-MAX_HOST_GPUS = 1024  # GPU indices are 0..1023 in the agent protocol
+# MAX_HOST_GPUS (imported above) is the agent protocol's: the most GPUs a host reports, joins or starts
+# with (256). Not its GPU index bound, 0..1023, which this file's 1,024 was (left47; docs/simulation.md).
 MAX_TICKS = 1_000_000  # ticks while time passes, over the whole scenario (115 days at 10 s)
 MAX_HOST_COUNT = 100_000  # hosts of one ``count:`` entry (the benchmarks use 4,000)
+
+
+def cluster_size_problem(hosts: tuple[str, int], gpus: tuple[str, int]) -> str | None:
+    """Why a command's cluster of ``hosts`` hosts with ``gpus`` GPUs each is refused, or None: past a
+    scenario file's bounds (:data:`MAX_HOST_COUNT` hosts, :data:`MAX_HOST_GPUS` GPUs a host) the
+    hosts were built until memory ran out (brk47: ``simulate --hosts/--gpus-per-host``; left47:
+    ``seed_demo --hosts/--gpus``). Each is ``(flag, value)``; the words name the flag."""
+    for (flag, value), most in ((hosts, MAX_HOST_COUNT), (gpus, MAX_HOST_GPUS)):
+        if value > most:
+            return f"{flag}: at most {most}, not {value}"
+    return None
+
 
 # What the db backend's models store and services accept, so that both backends take the same files
 # (FORMAT.md): a value past these passed the memory backend and was a traceback in the db one.

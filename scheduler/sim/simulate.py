@@ -46,7 +46,7 @@ from scheduler.policy.admission import gpu_shapes, infeasible_shape
 from scheduler.policy.attempt_log import AttemptLog, AttemptsView
 from scheduler.policy.figures import attainment
 from scheduler.policy.pending import PendingChanges, PendingLog
-from scheduler.scenarios.spec import MAX_HOST_COUNT, MAX_HOST_GPUS
+from scheduler.scenarios.spec import cluster_size_problem
 from scheduler.sim.budgets import BudgetPlan, default_plan, load_plan
 from scheduler.sim.classes import WORKLOAD_CLASSES, classify, declares_zero
 from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
@@ -113,12 +113,8 @@ class SimConfig:
         if self.hosts < 1 or self.gpus_per_host < 1:
             raise SimulationError("--hosts and --gpus-per-host must be at least 1")
         # A scenario file's bounds of a cluster: past them the hosts were built until memory ran out (brk47)
-        for flag, value, most in (
-            ("--hosts", self.hosts, MAX_HOST_COUNT),
-            ("--gpus-per-host", self.gpus_per_host, MAX_HOST_GPUS),
-        ):
-            if value > most:
-                raise SimulationError(f"{flag}: at most {most}, not {value}")
+        if too_big := cluster_size_problem(("--hosts", self.hosts), ("--gpus-per-host", self.gpus_per_host)):
+            raise SimulationError(too_big)
         if self.days is not None and self.days <= 0:
             raise SimulationError("--days must be positive")
         for flag, value in (("--days", self.days), ("--start-day", self.start_day)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
 
 from accounts.models import Membership, User
@@ -93,7 +94,6 @@ def test_seed_demo_on_a_labs_own_organisation_is_one_clear_error_and_changes_not
     install") got a Python traceback ending in BudgetError's admin words ("choose a parent under
     it"). It is a CommandError (manage.py: one line, status 1) naming the lab's root and what
     seed_demo is for, and nothing is written."""
-    import pytest
     from django.core.management.base import CommandError
 
     from budgets.services import do_create_budget
@@ -107,3 +107,23 @@ def test_seed_demo_on_a_labs_own_organisation_is_one_clear_error_and_changes_not
     assert "lab" in words and "org" in words
     assert "empty database" in words
     assert _state() == before
+
+
+@pytest.mark.parametrize(
+    ("flag", "most"),
+    [("--hosts", "MAX_HOST_COUNT"), ("--gpus", "MAX_HOST_GPUS")],
+)
+def test_seed_demo_bounds_hosts_and_gpus_as_a_scenario_file_does(db, flag, most):
+    """left47: ``--hosts``/``--gpus`` had no upper bound; the hosts' GPU lists were built until
+    memory ran out. They are refused before anything is made, at the bounds of a scenario file's
+    cluster and ``simulate --hosts/--gpus-per-host`` (``scheduler.scenarios.spec``)."""
+    from django.core.management.base import CommandError
+
+    from scheduler.scenarios import spec
+
+    limit = getattr(spec, most)
+    args = ["seed_demo", flag, str(limit + 1)] + (["--hosts", "1"] if flag == "--gpus" else [])
+    with pytest.raises(CommandError) as refused:
+        call_command(*args, stdout=StringIO())
+    assert str(refused.value) == f"{flag}: at most {limit}, not {limit + 1}"
+    assert not Cluster.objects.exists() and not Budget.objects.exists()

@@ -26,6 +26,7 @@ def _change_form(budget: Budget, **overrides: Any) -> dict[str, Any]:
         "cap_gpu_hours": "",
         "cap_period_days": budget.cap_period_days,
         "on_cap": budget.on_cap,
+        "max_submitted_per_user": "" if budget.max_submitted_per_user is None else budget.max_submitted_per_user,
         "description": budget.description,
         "change_note": "",
         "share_changes-TOTAL_FORMS": "0",

@@ -24,6 +24,7 @@ from agent.gpu.fake import MODEL_MEMORY_MB, fake_gpu_uuid
 from budgets.models import Budget
 from budgets.services import do_create_budget
 from scheduler.models import Host
+from scheduler.scenarios.spec import cluster_size_problem
 from scheduler.services import HostError, do_create_cluster, do_register_host, do_rotate_host_token
 
 ROOT = "org"
@@ -60,6 +61,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["hosts"] < 0 or options["gpus"] < 1:
             raise CommandError("--hosts must be >= 0 and --gpus >= 1")
+        # A scenario file's bounds of a cluster, as simulate's: past them the hosts' GPU lists were
+        # built until memory ran out (left47)
+        if too_big := cluster_size_problem(("--hosts", options["hosts"]), ("--gpus", options["gpus"])):
+            raise CommandError(too_big)
         with transaction.atomic():
             root = self._budgets()
             cluster = do_create_cluster(options["cluster"], "demo cluster (Philly trace)")
