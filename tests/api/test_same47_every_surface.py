@@ -230,6 +230,27 @@ def test_budget_figures_are_one_on_every_surface(world, cluster, researcher, adm
         if b.cap_text:
             assert f"cap {html_lib.escape(b.cap_text)}</div>" in row.group(1), path
 
+    # Dashboard: "My budgets" (the researcher's three and the budgets above them)
+    dashboard = page.get("/").content.decode()
+    shown = 0
+    for path, b in rows.items():
+        row = re.search(
+            rf'<tr>\s*<td style="padding-left:[^"]*">{re.escape(path)}(?:<|\s*</td>)(.*?)</tr>', dashboard, re.S
+        )
+        if row is None:
+            continue
+        shown += 1
+        assert _cells(row.group(0)) == [
+            percent_text(b.normalized_share, 1),
+            f"{gpu_hours_text(b.usage_gpu_hours)} GPU-h",
+            f"{gpu_hours_text(b.entitlement_gpu_hours)} GPU-h",
+            f"{b.ratio_text}×" if b.ratio is not None else "–",
+        ], path
+        assert f'<td class="nowrap">{b.rank_text}</td>' in row.group(0), path
+        if b.cap_text:
+            assert f"cap {html_lib.escape(b.cap_text)}</div>" in row.group(0), path
+    assert shown >= len(LEAVES)
+
     # Admin changelist: share, entitlement, cap
     staff = APIClient()
     staff.force_login(admin)
