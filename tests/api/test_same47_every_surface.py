@@ -285,8 +285,11 @@ def test_budget_figures_are_one_on_every_surface(world, cluster, researcher, adm
 
 
 @pytest.mark.parametrize("world", SEEDS, indirect=True)
-def test_a_workloads_gpu_time_and_efficiency_are_one_on_every_surface(world, researcher, monkeypatch):
+def test_a_workloads_gpu_time_and_efficiency_are_one_on_every_surface(world, researcher, admin, monkeypatch):
     _rng, workloads, _at = world
+    staff = APIClient()
+    staff.force_login(admin)
+    attempts_admin = html_lib.unescape(staff.get("/admin/scheduler/attempt/").content.decode())
     api = APIClient()
     api.force_authenticate(researcher)
     page = APIClient()
@@ -309,10 +312,23 @@ def test_a_workloads_gpu_time_and_efficiency_are_one_on_every_surface(world, res
             want = gpu_time_text(detail["accounting"]["charged_gpu_seconds"])
             web, ls_line, show_line = _charged_cells(monkeypatch, researcher, w, listing, ls)
             assert web == want and want in ls_line and show_line.split(None, 1)[1].strip() == want, w.pk
-            for a in detail["attempts"]:  # each attempt's: ``fairway history`` (ended ones)
+            for a in detail["attempts"]:  # each attempt's: the admin's attempts, ``fairway history`` (ended ones)
+                row = re.search(
+                    rf"<tr>(?:(?!</tr>).)*?/admin/scheduler/attempt/{a['id']}/change/.*?</tr>", attempts_admin, re.S
+                )
+                assert row is not None, a["id"]
+                cell = re.search(r'<td class="field-charged">(.*?)</td>', row.group(0), re.S)
+                if not a["allocated"] or a["unfunded"]:
+                    assert cell.group(1) == "not charged", a["id"]
+                elif a["ended_at"] or a["charged_gpu_seconds"]:
+                    assert cell.group(1) == gpu_time_text(a["charged_gpu_seconds"]), a["id"]
                 line = next((ln for ln in history if ln.split() and ln.split()[0] == f"{w.pk}.{a['number']}"), None)
                 if line is not None and a["allocated"]:
                     assert gpu_time_text(a["charged_gpu_seconds"]) in line, (w.pk, line)
+            first = detail["attempts"][0]  # its efficiency on the admin's attempt page, in the seff words
+            change = html_lib.unescape(staff.get(f"/admin/scheduler/attempt/{first['id']}/change/").content.decode())
+            said = "; ".join(f"{label}: {words}" for label, words in efficiency_lines(first["efficiency"]))
+            assert said in change, (w.pk, said)
         seff = json.loads(run_cli(monkeypatch, researcher, "--json", "seff", str(w.pk)))
         assert seff["efficiency"] == detail["efficiency"], w.pk
         assert [a["efficiency"] for a in seff["attempts"]] == [a["efficiency"] for a in detail["attempts"]]
