@@ -38,7 +38,7 @@ from budgets.services import (
     wait_for_ticks,
 )
 from config.admin_ids import AdminIdsMixin
-from fairway_cli.numbers import instant_text
+from fairway_cli.numbers import instant_text, percent_text
 
 
 def _standings() -> dict[str, dict[int, Any]]:
@@ -431,9 +431,9 @@ class BudgetAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
             standings = _standings()
         if not standings:
             shares = getattr(self, "_shares", None) or normalized_shares()
-            return f"{float(shares.get(obj.pk, 0)) * 100:.1f}%"
+            return percent_text(float(shares.get(obj.pk, 0)), 1)
         texts = {
-            name: f"{b.normalized_share * 100:.1f}%" if (b := by_id.get(obj.pk)) is not None else "–"
+            name: percent_text(b.normalized_share, 1) if (b := by_id.get(obj.pk)) is not None else "–"
             for name, by_id in standings.items()
         }
         if len(set(texts.values())) == 1:

@@ -1084,7 +1084,15 @@ def gpu_hours_cell(w: dict[str, Any]) -> str:
     of a 0 that reads as free by mistake."""
     if not w.get("min_runtime_s"):
         return "free"
-    return gpu_time_text(_acct(w).get("charged_gpu_hours", 0) * 3600)
+    return charged_text(_acct(w))
+
+
+def charged_text(row: dict[str, Any]) -> str:
+    """A charge (a workload's ``accounting``, a history row) in :func:`gpu_time_text`'s words, of the
+    whole GPU-seconds the pages write (same47: of the GPU-hours rounded to 4 decimals, 1,290 GPU-s
+    read "21 GPU-min" here and "22 GPU-min" on the page); an older server sends only the hours."""
+    seconds = row.get("charged_gpu_seconds")
+    return gpu_time_text(seconds if seconds is not None else row.get("charged_gpu_hours", 0) * 3600)
 
 
 def _workload_id(value: str) -> int:
@@ -1161,9 +1169,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("elapsed", _elapsed(w)),
         (
             "charged",
-            gpu_time_text(_acct(w).get("charged_gpu_hours", 0) * 3600)
-            if w["min_runtime_s"]
-            else "unallocated: never charged",
+            charged_text(_acct(w)) if w["min_runtime_s"] else "unallocated: never charged",
         ),
         ("requeues", _requeues_text(_acct(w))),
         ("finished", when(w.get("finished_at"))),
@@ -2300,7 +2306,7 @@ def ratio_cell(b: dict[str, Any]) -> str:
 
 
 def attainment_cell(b: dict[str, Any]) -> str:
-    return f"{b['attainment'] * 100:.1f}%" if b.get("attainment") is not None else "-"
+    return percent_text(b["attainment"], 1) if b.get("attainment") is not None else "-"  # the page's words
 
 
 def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -2325,7 +2331,7 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                     ),
                 ),
                 ("SHARES", shares_cell),
-                ("SHARE", lambda b: f"{b['normalized_share'] * 100:.1f}%"),
+                ("SHARE", lambda b: percent_text(b["normalized_share"], 1)),
                 ("ENTITLED GPU-H", lambda b: gpu_hours_text(b["entitlement_gpu_hours"])),
                 ("USED GPU-H", lambda b: gpu_hours_text(b["usage_gpu_hours"])),
                 ("COMMITTED GPU-H", lambda b: gpu_hours_text(b["committed_gpu_hours"])),
@@ -2503,7 +2509,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("ENDED", lambda r: when(r["ended_at"])),
             ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),
             ("STATE", lambda r: end_words(r["end_reason"], r["exit_code"])),
-            ("CHARGED", lambda r: gpu_time_text(r["charged_gpu_hours"] * 3600) if r["allocated"] else "free"),
+            ("CHARGED", lambda r: charged_text(r) if r["allocated"] else "free"),
             # not measured: a short cell, why in a note under the table (tryout47b: ~200 columns)
             ("UTIL", lambda r: util.get(id(r), "-")),
         ],
@@ -2520,7 +2526,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def _pct(value: Any) -> str:
-    return f"{value * 100:.0f}%" if isinstance(value, int | float) else "-"  # as the metrics page
+    return percent_text(value) if isinstance(value, int | float) else "-"  # the metrics page's words
 
 
 def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:

@@ -800,6 +800,11 @@ class HistoryRowSerializer(serializers.Serializer):
     end_reason = serializers.CharField()
     exit_code = serializers.IntegerField(allow_null=True)
     charged_gpu_hours = serializers.FloatField()
+    charged_gpu_seconds = serializers.IntegerField(
+        required=False,
+        help_text="the attempt's charge in whole GPU-seconds, the figure every surface writes. Absent from "
+        "servers before same47",
+    )
     utilization = serializers.FloatField(
         allow_null=True,
         help_text="mean GPU utilization 0..1 over the time held (its ``efficiency.utilization``); null: not measured",
@@ -830,6 +835,11 @@ class AccountingSerializer(serializers.Serializer):
         help_text="run time of all its attempts, the open one up to now; 0 while pending (the history keeps them)"
     )
     charged_gpu_hours = serializers.FloatField(help_text="allocated GPU-hours charged to its budget")
+    charged_gpu_seconds = serializers.IntegerField(
+        required=False,
+        help_text="the same charge in whole GPU-seconds, the figure every surface writes (``charged_gpu_hours`` is "
+        "it rounded to 4 decimals). Absent from servers before same47",
+    )
     requeues = serializers.IntegerField(
         help_text="times it went back to the queue: attempts ended preempted, drained, gpu_fault, lost, "
         "or failed_to_start (not the one that failed it)"
@@ -1075,7 +1085,6 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
 
                 obj = with_accounting(Workload.objects.filter(pk=obj.pk)).get()
         data = accounting(obj)
-        data.pop("charged_gpu_seconds")
         data["started_at"] = (
             serializers.DateTimeField().to_representation(data["started_at"]) if data["started_at"] else None
         )

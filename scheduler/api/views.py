@@ -441,6 +441,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 "end_reason": a.end_reason,
                 "exit_code": a.exit_code,
                 "charged_gpu_hours": round(a.charged_gpu_seconds / 3600, 4),
+                "charged_gpu_seconds": a.charged_gpu_seconds,
                 "utilization": held[a.pk].as_data()["utilization"] if a.pk in held else None,
                 "utilization_why": held[a.pk].utilization_why if a.pk in held else None,
             }

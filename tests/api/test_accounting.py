@@ -60,6 +60,7 @@ def test_list_and_detail_carry_wait_elapsed_charge_and_preemptions(preempted_onc
         "wait_s": H + H // 2,  # 1 h before the first start, 30 min before the second (left41)
         "elapsed_s": H + H // 2,
         "charged_gpu_hours": 6.0,  # 4 GPUs × 1 h closed + 4 GPUs × 30 min so far
+        "charged_gpu_seconds": 6 * H,  # the same, the figure every surface writes (same47)
         "preemptions": 1,
         "requeues": 1,
         "unfunded": False,  # its open attempt is funded (words46)
