@@ -57,6 +57,7 @@ from scheduler.services import (
     drain_time,
     hold_changes,
     no_drain_scheduled_text,
+    removal_problem,
     scheduled_drain,
     scheduled_drain_note,
 )
@@ -451,6 +452,9 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
         remove`` asks for ``--yes``): a page naming each host and its state, then the removal."""
         if request.POST.get("confirm") != "yes":
             hosts = list(queryset.select_related("cluster").order_by("name"))
+            for host in hosts:  # said before the click, in the refusal's words (lead47)
+                host.refusal = removal_problem(host)  # type: ignore[attr-defined] -- for the page only
+            removable = sum(host.refusal is None for host in hosts)  # type: ignore[attr-defined]
             count = len(hosts)
             hosts_word, their = ("host", "its") if count == 1 else ("hosts", "their")
             title = f"Remove {count} {hosts_word} from {their} cluster for good?"
@@ -458,6 +462,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
                 **self.admin_site.each_context(request),
                 "title": title,
                 "hosts": hosts,
+                "removable": removable,
                 "opts": self.model._meta,
             }
             return TemplateResponse(request, "admin/scheduler/host/remove_confirmation.html", context)
