@@ -227,6 +227,11 @@ class HostForm(forms.ModelForm):
             raise ValidationError(exc.message, code=exc.code) from None
 
 
+ADMIN_ACTION = "admin action"
+"""A host action's reason when the admin gave none: its actor is recorded beside it already (lead47:
+"drain scheduled … by admin: admin action by admin"), as a budget action's note."""
+
+
 @admin.register(Host)
 class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
     form = HostForm
@@ -331,7 +336,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
     def _set_state(
         self, request: HttpRequest, queryset: QuerySet[Host], state: str, *, drain_now: bool = False
     ) -> None:
-        reason = f"admin action by {request.user}"
+        reason = ADMIN_ACTION
 
         def act(host: Host) -> None:
             after = do_set_host_state(request.user, host, state, reason, drain_now=drain_now)
@@ -373,7 +378,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
             return TemplateResponse(request, "admin/scheduler/host/schedule_drain.html", context)
         at = request.POST.get("at", "")
         drain_now = request.POST.get("drain_now") == "on"
-        reason = request.POST.get("reason", "") or f"admin action by {request.user}"
+        reason = request.POST.get("reason", "") or ADMIN_ACTION
         try:  # the service's reading of the time, not the text typed (brk58: a 500 past year 9999 in UTC)
             when = instant_text(drain_time(at))
         except HostError:
@@ -394,7 +399,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
         _each(
             request,
             queryset.filter(drain_at__isnull=False),
-            lambda host: do_cancel_scheduled_drain(request.user, host, f"admin action by {request.user}"),
+            lambda host: do_cancel_scheduled_drain(request.user, host, ADMIN_ACTION),
             lambda host: host.name,
             "{n} host(s): scheduled drain canceled.",
         )
@@ -469,7 +474,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
         _each(
             request,
             queryset,
-            lambda host: do_remove_host(request.user, host, f"admin action by {request.user}"),
+            lambda host: do_remove_host(request.user, host, ADMIN_ACTION),
             lambda host: host.name,
             "{n} host(s) removed from their cluster.",
         )
