@@ -314,6 +314,24 @@ class BudgetAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
             wait_for_ticks()
             return super().changeform_view(request, object_id, form_url, extra_context)
 
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Budget | None = None,
+    ) -> HttpResponse:
+        """A refused save names the budget as it is: the form's checks had set the refused parent or
+        name on ``obj``, and the heading and breadcrumbs read "robotics/large" of a move refused under
+        an archived budget, as if it had moved (lead47)."""
+        if obj is not None and obj.pk is not None and context["adminform"].form.errors:
+            saved = Budget.objects.filter(pk=obj.pk).first()
+            if saved is not None:
+                context["subtitle"], context["original"] = str(saved), saved
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
         note = form.cleaned_data.get("change_note", "")
         if not change:

@@ -129,6 +129,21 @@ def boost_problem(path: str, *, archived: bool, root: bool = False) -> Refusal |
     return None
 
 
+def boost_shares_problem(path: str, shares: int, current: int, *, from_now: bool) -> Refusal | None:
+    """Why a temporary share of ``shares`` for budget ``path``, which has ``current`` shares, changes
+    nothing, or None: one from now of the shares it has (``same_shares``; lead47: "added
+    successfully", then "1 → 1 @18:00" on the budgets page). One starting later is kept: an edit
+    before its start is the value it returns to (docs/standing.md "Temporary shares")."""
+    if not from_now or shares != current:
+        return None
+    word = "share" if current == 1 else "shares"
+    return (
+        "same_shares",
+        "shares",
+        f"Budget {path} has {current} {word} now: a temporary share of {shares} from now changes nothing.",
+    )
+
+
 SCHEDULE_AHEAD_MAX = timedelta(days=366)
 """How far ahead an admin schedules a change: a drain's time (``scheduler.services.drain_time``)
 and a temporary share's end (:func:`boost_until_problem`). A typed year (2062 for 2026) is refused,

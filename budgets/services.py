@@ -441,9 +441,11 @@ def boost_problem(
     start = starts_at or now
     if start >= ends_at:
         return "from_after_until", "starts_at", "From is after until: the temporary share would never be active."
-    refused = rules.boost_problem(
-        budget.path, archived=budget.archived_at is not None, root=budget.parent_id is None
-    ) or rules.boost_until_problem(ends_at, now)
+    refused = (
+        rules.boost_problem(budget.path, archived=budget.archived_at is not None, root=budget.parent_id is None)
+        or rules.boost_until_problem(ends_at, now)
+        or rules.boost_shares_problem(budget.path, shares, budget.shares, from_now=start <= now)
+    )
     if refused is not None:
         return refused
     clash = (

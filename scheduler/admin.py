@@ -57,6 +57,7 @@ from scheduler.services import (
     drain_time,
     hold_changes,
     no_drain_scheduled_text,
+    removal_problem,
     scheduled_drain,
     scheduled_drain_note,
 )
@@ -226,6 +227,11 @@ class HostForm(forms.ModelForm):
             raise ValidationError(exc.message, code=exc.code) from None
 
 
+ADMIN_ACTION = "admin action"
+"""A host action's reason when the admin gave none: its actor is recorded beside it already (lead47:
+"drain scheduled … by admin: admin action by admin"), as a budget action's note."""
+
+
 @admin.register(Host)
 class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
     form = HostForm
@@ -330,7 +336,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
     def _set_state(
         self, request: HttpRequest, queryset: QuerySet[Host], state: str, *, drain_now: bool = False
     ) -> None:
-        reason = f"admin action by {request.user}"
+        reason = ADMIN_ACTION
 
         def act(host: Host) -> None:
             after = do_set_host_state(request.user, host, state, reason, drain_now=drain_now)
@@ -372,7 +378,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
             return TemplateResponse(request, "admin/scheduler/host/schedule_drain.html", context)
         at = request.POST.get("at", "")
         drain_now = request.POST.get("drain_now") == "on"
-        reason = request.POST.get("reason", "") or f"admin action by {request.user}"
+        reason = request.POST.get("reason", "") or ADMIN_ACTION
         try:  # the service's reading of the time, not the text typed (brk58: a 500 past year 9999 in UTC)
             when = instant_text(drain_time(at))
         except HostError:
@@ -393,7 +399,7 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
         _each(
             request,
             queryset.filter(drain_at__isnull=False),
-            lambda host: do_cancel_scheduled_drain(request.user, host, f"admin action by {request.user}"),
+            lambda host: do_cancel_scheduled_drain(request.user, host, ADMIN_ACTION),
             lambda host: host.name,
             "{n} host(s): scheduled drain canceled.",
         )
@@ -451,6 +457,9 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
         remove`` asks for ``--yes``): a page naming each host and its state, then the removal."""
         if request.POST.get("confirm") != "yes":
             hosts = list(queryset.select_related("cluster").order_by("name"))
+            for host in hosts:  # said before the click, in the refusal's words (lead47)
+                host.refusal = removal_problem(host)  # type: ignore[attr-defined] -- for the page only
+            removable = sum(host.refusal is None for host in hosts)  # type: ignore[attr-defined]
             count = len(hosts)
             hosts_word, their = ("host", "its") if count == 1 else ("hosts", "their")
             title = f"Remove {count} {hosts_word} from {their} cluster for good?"
@@ -458,13 +467,14 @@ class HostAdmin(AdminIdsMixin, admin.ModelAdmin):
                 **self.admin_site.each_context(request),
                 "title": title,
                 "hosts": hosts,
+                "removable": removable,
                 "opts": self.model._meta,
             }
             return TemplateResponse(request, "admin/scheduler/host/remove_confirmation.html", context)
         _each(
             request,
             queryset,
-            lambda host: do_remove_host(request.user, host, f"admin action by {request.user}"),
+            lambda host: do_remove_host(request.user, host, ADMIN_ACTION),
             lambda host: host.name,
             "{n} host(s) removed from their cluster.",
         )

@@ -184,8 +184,13 @@ def _minute_samples(gpu_ids: list[int], start: datetime, end: datetime) -> dict[
     return out
 
 
-def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) -> dict[str, float]:
-    """The pyramid's GPU-seconds of ``cluster`` over ``[hour, hour + 1 h)`` (clipped at ``now``)."""
+def compute_hour(
+    cluster: Cluster, hour: datetime, now: datetime | None = None, *, hosts_available: bool = False
+) -> dict[str, float]:
+    """The pyramid's GPU-seconds of ``cluster`` over ``[hour, hour + 1 h)`` (clipped at ``now``).
+
+    ``hosts_available``: every registered GPU counts as available whatever its host's state now
+    (an imported past, simulated on the hosts taken as active and healthy: ``history.rollup_span``)."""
     now = now or timezone.now()
     start = hour_of(hour)
     end = min(start + HOUR, max(now, start))
@@ -209,7 +214,9 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
         # a GPU leaves the registered time when its host is removed or an approved inventory drops it
         removed = min((r for r in (host_removed, gpu_removed) if r is not None), default=None)
         registered[gid] = _overlap(created, removed or end, start, end)
-        available_now[gid] = removed is None and state == Host.State.ACTIVE and health != GPU.Health.UNHEALTHY
+        available_now[gid] = removed is None and (
+            hosts_available or (state == Host.State.ACTIVE and health != GPU.Health.UNHEALTHY)
+        )
         # The latest sample measures this hour only if it was taken in it (not a week later).
         taken_in_hour = heartbeat is not None and start <= heartbeat <= end
         last_util[gid] = _utilization(sample) if taken_in_hour else None
@@ -267,10 +274,13 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
     return totals
 
 
-def rollup_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) -> ClusterHourlyMetrics:
-    """Compute and store (upsert) the hour of ``cluster`` starting at ``hour_of(hour)``."""
+def rollup_hour(
+    cluster: Cluster, hour: datetime, now: datetime | None = None, *, hosts_available: bool = False
+) -> ClusterHourlyMetrics:
+    """Compute and store (upsert) the hour of ``cluster`` starting at ``hour_of(hour)``
+    (``hosts_available``: as ``compute_hour``'s)."""
     now = now or timezone.now()
-    t = compute_hour(cluster, hour, now)
+    t = compute_hour(cluster, hour, now, hosts_available=hosts_available)
     row, _ = ClusterHourlyMetrics.objects.update_or_create(
         cluster=cluster,
         hour=hour_of(hour),

@@ -2149,6 +2149,24 @@ def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, 
     host.token_hash, host.link_generation = digest, generation
 
 
+def removal_problem(host: Host) -> str | None:
+    """Why ``host`` cannot be removed now, or None: it still holds an open attempt (``host_busy``
+    of :func:`do_remove_host`, and the admin's confirmation page beforehand: lead47, it offered the
+    removal and the refusal came after)."""
+    open_attempts = Attempt.objects.filter(gpu_links__gpu__host=host, gpu_links__open=True).distinct().count()
+    if not open_attempts:
+        return None
+    if host.state == Host.State.DRAINING:  # try56: it was told "drain it first"
+        return (
+            f"Host {host.name} is draining and still holds {open_attempts} attempt(s): remove it once "
+            f"it is drained (or drain it now: `fairway hosts drain-now {host.name}`)."
+        )
+    return (
+        f"Host {host.name} still holds {open_attempts} attempt(s): drain it first, then remove it "
+        "once it is drained (or offline and empty)."
+    )
+
+
 def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
     """Take ``host`` out of its cluster for good (a decommissioned machine): ``removed_at`` is set,
     so it leaves placement, the cluster's GPU count (every entitlement) and the pyramid's
@@ -2170,18 +2188,7 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
             raise host_removed_error(locked)
-        open_attempts = Attempt.objects.filter(gpu_links__gpu__host=locked, gpu_links__open=True).distinct().count()
-        if open_attempts:
-            if locked.state == Host.State.DRAINING:  # try56: it was told "drain it first"
-                words = (
-                    f"Host {locked.name} is draining and still holds {open_attempts} attempt(s): remove it once "
-                    f"it is drained (or drain it now: `fairway hosts drain-now {locked.name}`)."
-                )
-            else:
-                words = (
-                    f"Host {locked.name} still holds {open_attempts} attempt(s): drain it first, then remove it "
-                    "once it is drained (or offline and empty)."
-                )
+        if (words := removal_problem(locked)) is not None:
             raise HostError("host_busy", None, words, status=409)
         now = timezone.now()
         # a queryset update: it forgets the hardware the web processes keep (HostQuerySet.memo_fields)

@@ -483,3 +483,22 @@ def test_a_sacct_job_id_with_an_invisible_character_is_refused(cluster, research
         "line 2 (job '12\\u202e34'): JobID holds an invisible or control character (U+202E); "
         "it must be printable text" in text
     )
+
+
+def test_imported_hours_count_the_hosts_available_as_the_simulated_past_took_them(db, researcher, org_tree, tmp_path):
+    """lead47: the past is simulated on the hosts taken as active and healthy, but its hours were
+    rolled up with the hosts' state at the import (``offline`` until the agents' first hello, as in
+    the demo): every idle GPU-hour of the week read as unavailable, availability equal to occupancy
+    (85 % and 85 % on the demo's metrics page). The imported hours count the hosts available."""
+    from scheduler.models import ClusterHourlyMetrics
+
+    cluster = do_create_cluster("philly")
+    for h in ("p1", "p2"):
+        do_register_host(cluster, h, [(i, f"GPU-{h}-{i}", "H100", 80000) for i in range(4)])
+    do_create_budget(name="vc-aa", parent=org_tree["nlp"])
+    do_create_budget(name="vc-bb", parent=org_tree["vision"])
+    _import_trace(tmp_path)
+    rows = list(ClusterHourlyMetrics.objects.filter(cluster=cluster))
+    assert rows and any(r.allocated_gpu_s + r.unallocated_gpu_s < r.registered_gpu_s for r in rows)
+    assert all(r.available_gpu_s == r.registered_gpu_s for r in rows)
+    assert set(cluster.hosts.values_list("state", flat=True)) == {"offline"}  # the import changes no host

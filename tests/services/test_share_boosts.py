@@ -337,3 +337,24 @@ def test_a_share_edit_of_a_budget_without_live_siblings_says_so(admin, org_tree)
         reverse("admin:budgets_budget_change", args=[sam.pk]), _change_form(sam, shares=4, description="x"), follow=True
     )
     assert LONE not in page.content.decode()
+
+
+# lead47: a temporary share of 1 for a budget that has 1 share, from now, was "added successfully"
+# and changed nothing; the budgets page and `fairway budgets` then showed "1 → 1 @18:00".
+def test_a_boost_from_now_of_the_shares_the_budget_has_is_refused(admin, org_tree):
+    olmo = org_tree["nlp/olmo"]
+    with pytest.raises(BudgetError) as refused:
+        do_schedule_boost(admin, olmo, 1, timezone.now() + DAY)
+    assert refused.value.code == "same_shares"
+    assert "changes nothing" in str(refused.value)
+    assert not ShareBoost.objects.exists() and _shares(olmo) == 1
+    # a later start may meet other shares then (an edit before it is what it returns to): kept
+    assert do_schedule_boost(admin, olmo, 1, timezone.now() + 2 * DAY, timezone.now() + DAY).shares == 1
+
+
+def test_the_admin_refuses_a_boost_that_changes_nothing(admin, org_tree):
+    olmo = org_tree["nlp/olmo"]
+    response = _client(admin).post(reverse("admin:budgets_shareboost_add"), _form(olmo, shares="1"))
+    assert response.status_code == 200
+    assert "has 1 share now: a temporary share of 1 from now changes nothing" in response.content.decode()
+    assert not ShareBoost.objects.exists() and _shares(olmo) == 1

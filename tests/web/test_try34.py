@@ -225,3 +225,27 @@ def test_removing_hosts_in_the_admin_asks_for_confirmation_first(admin_web, host
     assert _messages(done.content.decode()) == ["1 host(s) removed from their cluster."]
     host.refresh_from_db()
     assert host.removed_at is not None
+
+
+def test_a_host_action_in_the_admin_without_a_reason_names_its_actor_once(admin_web, hosts):
+    """lead47: a drain scheduled in the admin with no reason read "drain scheduled at Dec 9 08:00:00
+    UTC by admin: admin action by admin" on the clusters page and in `fairway hosts`: the actor is
+    recorded beside the reason already. The reason left empty is "admin action", as a budget's."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import HostEvent
+    from scheduler.services import scheduled_drain
+
+    url = reverse("admin:scheduler_host_changelist")
+    host = hosts["a100-2"]
+    at = (timezone.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:%MZ")
+    admin_web.post(url, {"action": "schedule_drain", "_selected_action": [host.pk], "confirm": "yes", "at": at})
+    host.refresh_from_db()
+    shown = scheduled_drain(host)
+    assert shown is not None and shown["summary"].endswith("by admin: admin action"), shown
+    admin_web.post(url, {"action": "cordon", "_selected_action": [host.pk]})
+    event = HostEvent.objects.filter(host=host).order_by("id").last()
+    assert event is not None and event.kind == "cordoned", event
+    assert "admin action" in event.message and "by admin" not in event.message, event.message
