@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from budgets.rules import archive_problem, parent_problem, submission_problem
+from budgets.rules import archive_problem, held_at_submission, parent_problem, submission_problem
 from scheduler.policy import Budget, GpuHealth, Host, HostState, UsageRecord
 from scheduler.policy.admission import infeasible_request
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
@@ -137,6 +137,10 @@ class MemoryBackend:
     def __init__(self) -> None:
         self.engine: Engine | None = None
         self.sc: Scenario | None = None
+        # The reasons a submission says at once (budgets.rules.held_at_submission, as
+        # do_submit_workload stores them), until the next pass decides (``_said_at``: its Decisions)
+        self._said: dict[str, str] = {}
+        self._said_at: object = None
 
     @property
     def e(self) -> Engine:
@@ -273,7 +277,29 @@ class MemoryBackend:
                     max_runtime=spec.max_runtime,
                 )
             )
+            self._say_at_submission(spec)
         return rejected
+
+    def _say_at_submission(self, spec: WorkloadSpec) -> None:
+        """A budget on hold is said at once, as the database's submission stores it (tryout47b)."""
+        chain: list[tuple[str, bool, float | None, bool]] = []
+        path: str | None = spec.budget
+        while path is not None:
+            budget = self.e.budgets[path]
+            chain.append((path, budget.hold, None, False))  # the scenarios' budgets have no caps
+            path = budget.parent
+        said = held_at_submission(chain, allocated=spec.min_runtime > 0)
+        if said is None:
+            return
+        if self._said_at is not self.e.last:
+            self._said, self._said_at = {}, self.e.last
+        self._said[spec.id] = said[0]
+
+    def _said_now(self) -> dict[str, str]:
+        """:meth:`_say_at_submission`'s reasons no pass has replaced yet, of workloads still pending."""
+        if self._said_at is not self.e.last:
+            return {}
+        return {k: r for k, r in self._said.items() if self.e.workloads[k].state == "pending"}
 
     def finish(self, ids: list[str], code: int) -> None:
         for wid in ids:
@@ -329,7 +355,7 @@ class MemoryBackend:
         return list(a.gpus) if a else []
 
     def reasons(self) -> dict[str, str]:
-        return {k: str(v.reason) for k, v in self.e.last.pending.items()}
+        return {**self._said_now(), **{k: str(v.reason) for k, v in self.e.last.pending.items()}}
 
     def usage_gpu_hours(self, path: str) -> float:
         return budget_usage(self.e.snapshot()).get(path, 0) / 3600
@@ -361,7 +387,9 @@ class MemoryBackend:
         return {wid: t - snap.now for wid, t in found.items()}
 
     def describe_last(self) -> list[str]:
-        return [f"{k}: {v.reason} {v.detail}" for k, v in sorted(self.e.last.pending.items())]
+        said = {k: f"{r} {{}}" for k, r in self._said_now().items() if k not in self.e.last.pending}
+        decided = {k: f"{v.reason} {v.detail}" for k, v in self.e.last.pending.items()}
+        return [f"{k}: {line}" for k, line in sorted({**said, **decided}.items())]
 
 
 @dataclass
