@@ -117,6 +117,7 @@ def test_a_session_slow_to_start_is_idle_from_its_start_not_from_the_request(sta
     (the e2e suite at load 6–8: exit 137, not 129). Idle counts from the command's start."""
     import asyncio
     import os
+    import signal
 
     from agent.protocol import ExecResult
     from agent.runtime.isolation import stop_then_kill_tree
@@ -131,8 +132,9 @@ def test_a_session_slow_to_start_is_idle_from_its_start_not_from_the_request(sta
                 master, slave = os.openpty()
                 set_size(slave, 24, 80)
                 proc = await asyncio.create_subprocess_exec(
-                    "sleep", "30", stdin=slave, stdout=slave, stderr=slave, start_new_session=True
-                )
+                    "sleep", "30", stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                    preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),  # a test run under nohup
+                )  # fmt: skip
                 os.close(slave)
                 return TtySession(master, proc, stop_then_kill_tree)
 
