@@ -144,7 +144,9 @@ class ShareChangeInline(admin.TabularInline):
     ordering = ["-at", "-id"]
     can_delete = False
     verbose_name = "change"
-    verbose_name_plural = "history of shares, holds and archiving"
+    # every kind it lists, by the kinds' own words (admin47: "history of shares, holds and archiving"
+    # while it listed moves, caps and submission limits too)
+    verbose_name_plural = f"history of changes: {', '.join(str(label) for label in ShareChange.Kind.labels)}"
 
     @admin.display(description="at")
     def when(self, obj: ShareChange) -> str:
