@@ -9,6 +9,7 @@ from django.core.validators import MaxValueValidator
 from django.db import models
 
 from budgets.models import TreeMemoQuerySet
+from budgets.rules import membership_problem
 from config.memo import ForgettingQuerySet, VersionedMemo
 
 
@@ -166,6 +167,17 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.budget}"
+
+    def clean(self) -> None:
+        """What the admin may save (the memberships admin, a user's memberships inline): no new
+        membership of an archived budget (:func:`budgets.rules.membership_problem`; admin47); one it
+        has may change role."""
+        super().clean()
+        if self.budget_id is None:
+            return
+        same = self.pk is not None and Membership.objects.filter(pk=self.pk, budget_id=self.budget_id).exists()
+        if not same and (problem := membership_problem(self.budget.path, archived=self.budget.archived)):
+            raise ValidationError({problem[1]: problem[2]})
 
 
 class ApiTokenInfo(models.Model):

@@ -14,7 +14,7 @@ from knox.models import AuthToken
 
 from accounts.models import ApiTokenInfo, Membership, User
 from budgets.models import Budget
-from budgets.rules import submission_problem
+from budgets.rules import membership_problem, submission_problem
 from budgets.services import ancestor_ids, archived_children_work, load_tree, subtree_ids
 from config.errors import ServiceError
 from scheduler.gpu_text import invisible_problem
@@ -123,11 +123,16 @@ def archived_budget_paths(
 def do_add_membership(user: User, budget: Budget, role: str = Membership.Role.MEMBER) -> Membership:
     """Make ``user`` a member of ``budget`` with ``role`` (updates the role if already a member).
 
-    Raises AccountError ``invalid_role`` for an unknown role.
+    Raises AccountError ``invalid_role`` for an unknown role, ``budget_archived`` for a new member
+    of an archived budget (:func:`budgets.rules.membership_problem`; a member it has changes role).
     """
     if role not in Membership.Role.values:
         raise AccountError("invalid_role", "role", f"Role must be one of {', '.join(Membership.Role.values)}.")
     with transaction.atomic():
+        if not Membership.objects.filter(user=user, budget=budget).exists() and (
+            problem := membership_problem(budget.path, archived=budget.archived)
+        ):
+            raise AccountError(*problem)
         membership, created = Membership.objects.select_for_update().get_or_create(
             user=user, budget=budget, defaults={"role": role}
         )

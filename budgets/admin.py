@@ -144,7 +144,9 @@ class ShareChangeInline(admin.TabularInline):
     ordering = ["-at", "-id"]
     can_delete = False
     verbose_name = "change"
-    verbose_name_plural = "history of shares, holds and archiving"
+    # every kind it lists, by the kinds' own words (admin47: "history of shares, holds and archiving"
+    # while it listed moves, caps and submission limits too)
+    verbose_name_plural = f"history of changes: {', '.join(str(label) for label in ShareChange.Kind.labels)}"
 
     @admin.display(description="at")
     def when(self, obj: ShareChange) -> str:
@@ -651,14 +653,26 @@ class ShareBoostAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
         transaction.on_commit(apply_due_boosts)  # one starting now need not wait for the clock
 
 
+def budget_path_of(obj: ShareChange | UsageEntry) -> str:
+    """``obj``'s budget's path from the process's budget tree (its ``str()`` walked the parents by
+    query beyond the one level ``select_related`` reached: queries per row). The lists' budget column."""
+    from budgets.tree_memo import paths_of, shared_tree
+
+    return paths_of(shared_tree()).get(obj.budget_id) or str(obj.budget)
+
+
 @admin.register(UsageEntry)
 class UsageEntryAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
-    list_display = ["budget", "cluster", "start", "end", "gpus", "gpu_seconds", "note"]
+    list_display = ["budget_path", "cluster", "start", "end", "gpus", "gpu_seconds", "note"]
     list_filter = ["cluster"]
     search_fields = ["budget__name", "note"]
     list_select_related = ["budget", "cluster"]
     autocomplete_fields = ["budget"]
     date_hierarchy = "end"
+
+    @admin.display(description="budget", ordering="budget__name")
+    def budget_path(self, obj: UsageEntry) -> str:
+        return budget_path_of(obj)
 
 
 class ChangedBudgetListFilter(admin.RelatedFieldListFilter):
@@ -734,11 +748,7 @@ class ShareChangeAdmin(AdminIdsMixin, BudgetPathSearchMixin, admin.ModelAdmin):
 
     @admin.display(description="budget", ordering="budget__name")
     def budget_path(self, obj: ShareChange) -> str:
-        """The budget's path from the process's budget tree (its ``str()`` walked the parents by
-        query beyond the one level ``select_related`` reached: queries per row)."""
-        from budgets.tree_memo import paths_of, shared_tree
-
-        return paths_of(shared_tree()).get(obj.budget_id) or str(obj.budget)
+        return budget_path_of(obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -229,7 +229,8 @@ class UsageEntry(models.Model):
 
     def __str__(self) -> str:
         amount = f"{self.gpus} GPUs" if self.gpus is not None else f"{self.gpu_seconds} GPU-s"
-        return f"{amount} for budget {self.budget_id} until {instant_text(self.end, absolute=True)}"
+        # the budget's path, as every page names a budget (admin47: its id, "for budget 7")
+        return f"{amount} for budget {self.budget.path} until {instant_text(self.end, absolute=True)}"
 
     def clean(self) -> None:
         """What the admin may save (brk30): an interval that does not end before it starts (it was

@@ -43,7 +43,21 @@ def submission_problem(
             "it takes work of its own once they end (its own queue would be served before theirs).",
         )
     if archived:
-        return "budget_archived", "budget", f"Budget {path} is archived and takes no new work."
+        return "budget_archived", "budget", _takes_no_new_work(path)
+    return None
+
+
+def _takes_no_new_work(path: str) -> str:
+    return f"Budget {path} is archived and takes no new work."
+
+
+def membership_problem(path: str, *, archived: bool) -> Refusal | None:
+    """Why budget ``path`` takes no new member, or None: an archived budget takes no new work, so a
+    member given it now could submit nothing (``budget_archived``, in :func:`submission_problem`'s
+    words; admin47: the admin and ``accounts.services.do_add_membership`` added one silently). A
+    member it has keeps its membership and may change role."""
+    if archived:
+        return "budget_archived", "budget", _takes_no_new_work(path)
     return None
 
 

@@ -41,7 +41,7 @@ from budgets.services import (
     share_lock_budget,
 )
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
-from fairway_cli.numbers import duration_text, instant_text
+from fairway_cli.numbers import duration_text, instant_text, parse_duration_s
 from fairway_cli.words import LIMIT_PASSED, resubmitted_from_text
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
@@ -2486,15 +2486,26 @@ SCHEDULED_DRAIN_MAX = SCHEDULE_AHEAD_MAX
 """How far ahead a drain may be scheduled: a typed year (2062 for 2026) is refused, not kept for
 ever (``budgets.rules.SCHEDULE_AHEAD_MAX``: a temporary share's end alike)."""
 
-SCHEDULED_DRAIN_FORM = "an ISO 8601 UTC time such as 2026-12-10T08:00Z (or with an offset: +01:00)"
+SCHEDULED_DRAIN_FORM = (
+    "an ISO 8601 UTC time such as 2026-12-10T08:00Z (or with an offset: +01:00), or in a duration from now: in 2h"
+)
+
+
+def drain_in(value: object, now: datetime | None = None) -> datetime:
+    """The instant a duration ``value`` from ``now`` names (:func:`~fairway_cli.numbers.parse_duration_s`:
+    ``7200``, ``2h``, ``1d 6h``): the API's ``in`` (``fairway hosts --in``) and a drain time typed
+    ``in 2h`` (:func:`drain_time`: the clusters page's and the admin's field; admin47). Past the
+    furthest schedulable time, :func:`drain_time` refuses it naming the time asked for (brk56: it
+    named 367 days ahead), not an overflow (10**9 s: about 31 years). Raises ValueError."""
+    return (now or timezone.now()) + timedelta(seconds=min(parse_duration_s(value), 10**9))
 
 
 def drain_time(value: object, now: datetime | None = None) -> datetime:
-    """The instant a drain is scheduled for, from ``value`` (an aware datetime, or ISO 8601 text
-    with its zone: ``2026-12-10T08:00Z``), checked: after ``now`` and at most
-    :data:`SCHEDULED_DRAIN_MAX` ahead. The one reading of the API's ``at``, the page's and the
-    admin's field (the CLI's ``--at`` and ``--in`` go through the API). Raises HostError
-    ``invalid_at``: unreadable, without a zone (refused, not read as UTC: a local time typed so
+    """The instant a drain is scheduled for, from ``value`` (an aware datetime, ISO 8601 text
+    with its zone: ``2026-12-10T08:00Z``, or ``in`` and a duration from now: ``in 2h``, :func:`drain_in`),
+    checked: after ``now`` and at most :data:`SCHEDULED_DRAIN_MAX` ahead. The one reading of the API's
+    ``at``, the page's and the admin's field (the CLI's ``--at`` and ``--in`` go through the API). Raises
+    HostError ``invalid_at``: unreadable, without a zone (refused, not read as UTC: a local time typed so
     would drain hours early or late), past, or too far."""
     from django.utils.dateparse import parse_datetime
 
@@ -2503,8 +2514,9 @@ def drain_time(value: object, now: datetime | None = None) -> datetime:
     if isinstance(value, datetime):
         at = value
     elif isinstance(value, str) and _is_text(value) and len(value) <= 64:
+        text = value.strip()
         try:
-            at = parse_datetime(value.strip())
+            at = drain_in(text[3:], now) if text[:3].lower() == "in " else parse_datetime(text)
         except ValueError:
             at = None
     else:

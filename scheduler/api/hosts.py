@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from agent.protocol import HOST_NAME_PATTERN
 from config.api import FairwayAPIView, FairwayViewSet
-from fairway_cli.numbers import instant_text, parse_duration_s
+from fairway_cli.numbers import instant_text
 from fairway_cli.words import host_reason_words
 from scheduler import lifecycle
 from scheduler.api.params import cluster_only_params, cluster_param, host_state_param, refuse_unknown
@@ -32,6 +32,7 @@ from scheduler.services import (
     do_remove_host,
     do_schedule_drain,
     do_set_host_state,
+    drain_in,
     host_reason_problem,
     may_operate_hosts,
     scheduled_drain,
@@ -501,14 +502,11 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
             raise serializers.ValidationError({"at": ["Give at (a time) or in (a duration from now), not both."]})
         if "in" in request.data:  # {"in": null} is refused, not read as "now"
             try:
-                seconds = parse_duration_s(after)
+                at = drain_in(after)
             except ValueError:
                 raise serializers.ValidationError(
                     {"in": ["in is a duration from now: seconds (an integer) or like 2h30m, 1d 6h."]}, code="invalid_at"
                 ) from None
-            # past the furthest schedulable time, refused as such by the service naming the time
-            # asked for (brk56: it named 367 days ahead), not an overflow (10**9 s: about 31 years)
-            at = timezone.now() + timedelta(seconds=min(seconds, 10**9))
         host = self.get_object()
         try:
             do_schedule_drain(request.user, host, at, reason, drain_now=drain_now)

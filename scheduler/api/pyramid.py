@@ -18,6 +18,7 @@ from scheduler.models import Cluster
 from scheduler.pyramid import DEFAULT_RANGE, pyramid_report
 
 MAX_RANGE = timedelta(days=400)
+STARTS_IN_FUTURE = "the range starts in the future: nothing is counted there"
 
 
 def pyramid_params(params: Any, now: datetime, *, api: bool = True) -> tuple[datetime, datetime, list[Cluster]]:
@@ -35,7 +36,11 @@ def pyramid_params(params: Any, now: datetime, *, api: bool = True) -> tuple[dat
     if since >= until:
         raise serializers.ValidationError({"since": ["must be before until"]})
     if since >= now:  # nothing is counted after now: 0 % of 0 GPU-hours read as unavailable (brk35)
-        raise serializers.ValidationError({"since": ["the range starts in the future: nothing is counted there"]})
+        if not params.get("since"):  # ?until=2030-01-01 alone: the default start follows until (admin47)
+            raise serializers.ValidationError(
+                {"until": [f"{STARTS_IN_FUTURE} (with no since, the {DEFAULT_RANGE.days} days before until)"]}
+            )
+        raise serializers.ValidationError({"since": [STARTS_IN_FUTURE]})
     if until - since > MAX_RANGE:
         raise serializers.ValidationError({"since": [f"at most {MAX_RANGE.days} days"]})
     clusters = Cluster.objects.order_by("name")

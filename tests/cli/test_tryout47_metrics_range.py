@@ -53,6 +53,13 @@ def test_a_bad_since_is_the_servers_words(monkeypatch, researcher, cluster):
     assert "'bogus' is not a duration back from now" in said
 
 
+def test_an_until_alone_in_the_future_is_until_that_is_said(monkeypatch, researcher, cluster):
+    """admin47: ``--until 2030-01-01`` alone was refused as ``since`` (the 7 days before it start in
+    the future), a parameter the person never gave."""
+    said = run_cli(monkeypatch, researcher, "metrics", "--until", "2030-01-01", expect=EXIT_API)
+    assert "until" in said and "the range starts in the future" in said and "since:" not in said
+
+
 def test_days_still_works_and_not_beside_since(monkeypatch, researcher, cluster, asked):
     run_cli(monkeypatch, researcher, "metrics", "--days", "3")
     [(_clusters, since, until)] = asked

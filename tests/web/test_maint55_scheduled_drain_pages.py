@@ -48,6 +48,23 @@ def test_an_admin_schedules_and_cancels_a_drain_on_the_clusters_page(new_page, a
     assert HostEvent.objects.filter(host=host, kind="drain_unscheduled", actor=admin).exists()
 
 
+def test_the_clusters_page_takes_a_drain_in_a_duration_as_the_cli_and_api(new_page, admin, hosts):
+    """admin47: ``fairway hosts drain --in 2h`` and the API's ``in`` take a duration from now, the
+    page's field only an ISO time ("'in 2h' is not"): it reads "in 2h" by the same rule."""
+    page = new_page()
+    log_in(page, "admin")
+    page.goto("/clusters/default/")
+    row = page.locator("#host-a100-1")
+    assert "in 2h" in (row.locator("input[name=at]").get_attribute("placeholder") or "")
+    row.locator("input[name=at]").fill("in 2h")
+    before = timezone.now()
+    row.get_by_role("button", name="Drain", exact=True).click()
+    page.wait_for_selector("#host-a100-1 .scheduled-drain")
+    host = Host.objects.get(name="a100-1")
+    assert host.drain_at is not None and not host.drain_at_now
+    assert before + timedelta(hours=2) - timedelta(seconds=1) <= host.drain_at <= timezone.now() + timedelta(hours=2)
+
+
 def test_the_cancel_action_is_refused_to_who_may_not_operate_hosts(researcher, admin, hosts):
     from scheduler.services import do_schedule_drain
 

@@ -39,6 +39,25 @@ def test_the_usage_entries_list_says_gpus_and_gpu_seconds(client, admin, org_tre
     assert "Gpus" not in page and "Gpu seconds" not in page
 
 
+def test_a_usage_entry_names_its_budget_by_path(client, admin, org_tree):
+    """admin47: a usage entry read "2 GPUs for budget 7 until …" (its change page's title, the delete
+    page, the history): the budget's id, where every page names a budget by its path."""
+    from django.utils import timezone
+
+    from budgets.models import UsageEntry
+    from scheduler.services import do_create_cluster
+
+    now = timezone.now()
+    olmo = org_tree["nlp/olmo"]
+    entry = UsageEntry.objects.create(budget=olmo, cluster=do_create_cluster("c47"), start=now, end=now, gpus=2)
+    assert "for budget nlp/olmo until" in str(entry) and f"budget {olmo.pk} " not in str(entry)
+    client.force_login(admin)
+    listing = html.unescape(client.get("/admin/budgets/usageentry/").content.decode())
+    assert ">nlp/olmo<" in listing
+    change = html.unescape(client.get(f"/admin/budgets/usageentry/{entry.pk}/change/").content.decode())
+    assert "for budget nlp/olmo until" in change
+
+
 def test_the_by_actor_filter_names_its_empty_choice(client, admin, org_tree):
     do_set_shares(admin, org_tree["nlp"], 5)
     do_set_hold(org_tree["vision"], True)  # no account: a command's change

@@ -61,6 +61,7 @@ def test_the_page_shows_the_range_and_cluster_asked(researcher, cluster, asked):
         ({"cluster": "nope"}, "cluster: No cluster &#x27;nope&#x27;."),
         ({"days": "30"}, "days"),  # fairway metrics' flag is not the page's parameter: said, not ignored
         ({"since": "2026-12-01", "until": "2026-11-01"}, "since: must be before until"),
+        ({"until": "2030-01-01"}, "until: the range starts in the future"),  # not since's (admin47)
     ],
 )
 def test_a_bad_parameter_is_a_400_saying_it_over_the_default_range(researcher, cluster, asked, query, words):
