@@ -418,3 +418,21 @@ def submit_kwargs(org_tree: dict[str, Budget], cluster: Cluster) -> Callable[...
         return kwargs
 
     return make
+
+
+@pytest.fixture
+def started_workload(
+    researcher: User, cluster: Cluster, submit_kwargs: Callable[..., dict[str, Any]]
+) -> tuple[Any, Any]:
+    """``(workload, attempt)``: a workload of ``researcher`` placed by a tick and its attempt started,
+    as its agent reports it (the exec, session and port-forward tests' running workload)."""
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    w = do_submit_workload(researcher, **submit_kwargs())
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    return w, attempt

@@ -39,10 +39,9 @@ from accounts.services import create_api_token
 from config import urls as config_urls
 from config.asgi import application
 from config.middleware import DATABASE_RETRY_AFTER_S, DATABASE_UNAVAILABLE
-from scheduler import execs, lifecycle
+from scheduler import execs
 from scheduler.models import Attempt, Cluster
-from scheduler.services import do_register_host, do_submit_workload
-from scheduler.tick import run_tick
+from scheduler.services import do_register_host
 from tests.api.test_exec_session import _run, _take
 
 DEAD_REDIS = {
@@ -113,12 +112,8 @@ def _no_traceback(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 @pytest.fixture
-def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> tuple[Any, Attempt]:
-    w = do_submit_workload(researcher, **submit_kwargs())
-    run_tick(cluster.pk)
-    attempt = Attempt.objects.select_related("host").get(workload=w)
-    lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w, attempt
+def running(started_workload: tuple[Any, Attempt]) -> tuple[Any, Attempt]:
+    return started_workload
 
 
 # --- /ws/exec/, /ws/port-forward/: Redis down ----------------------------------------------------

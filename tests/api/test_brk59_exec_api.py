@@ -9,11 +9,6 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from scheduler import lifecycle
-from scheduler.models import Attempt
-from scheduler.services import do_submit_workload
-from scheduler.tick import run_tick
-
 DEAD_REDIS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -23,12 +18,8 @@ DEAD_REDIS = {
 
 
 @pytest.fixture
-def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> Any:
-    w = do_submit_workload(researcher, **submit_kwargs())
-    run_tick(cluster.pk)
-    attempt = Attempt.objects.select_related("host").get(workload=w)
-    lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w
+def running(started_workload: tuple[Any, Any]) -> Any:
+    return started_workload[0]
 
 
 def test_exec_with_the_channel_layer_down_says_so_not_that_the_agent_was_silent(running, researcher_client) -> None:

@@ -13,11 +13,9 @@ from typing import Any
 import pytest
 
 from agent import protocol
-from scheduler import gateway, lifecycle
+from scheduler import gateway
 from scheduler.consumers import AgentConsumer, _PendingExec
-from scheduler.models import Attempt, Host
-from scheduler.services import do_submit_workload
-from scheduler.tick import run_tick
+from scheduler.models import Host
 
 OUT = bytes(range(256)) + b"\xc3"
 
@@ -123,12 +121,8 @@ def test_the_cap_counts_bytes_of_an_old_agents_text() -> None:
 
 
 @pytest.fixture
-def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> Any:
-    w = do_submit_workload(researcher, **submit_kwargs())
-    run_tick(cluster.pk)
-    attempt = Attempt.objects.select_related("host").get(workload=w)
-    lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w
+def running(started_workload: tuple[Any, Any]) -> Any:
+    return started_workload[0]
 
 
 def test_the_api_answers_the_bytes_beside_the_text(running, researcher_client, monkeypatch) -> None:

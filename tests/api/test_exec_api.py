@@ -15,16 +15,11 @@ from scheduler import gateway, lifecycle
 from scheduler.consumers import _exec_refusal, _PendingExec
 from scheduler.models import Attempt, Host
 from scheduler.services import do_submit_workload
-from scheduler.tick import run_tick
 
 
 @pytest.fixture
-def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> tuple[Any, Attempt]:
-    w = do_submit_workload(researcher, **submit_kwargs())
-    run_tick(cluster.pk)
-    attempt = Attempt.objects.select_related("host").get(workload=w)
-    lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w, attempt
+def running(started_workload: tuple[Any, Attempt]) -> tuple[Any, Attempt]:
+    return started_workload
 
 
 @pytest.fixture

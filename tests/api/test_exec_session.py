@@ -21,22 +21,17 @@ from accounts.services import create_api_token
 from agent import protocol
 from config.asgi import application
 from config.throttling import ExecRateThrottle
-from scheduler import exec_session, gateway, lifecycle
+from scheduler import exec_session, gateway
 from scheduler.consumers import _exec_refusal
 from scheduler.models import Attempt, Host
 from scheduler.services import do_submit_workload
-from scheduler.tick import run_tick
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
 @pytest.fixture
-def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> tuple[Any, Attempt]:
-    w = do_submit_workload(researcher, **submit_kwargs())
-    run_tick(cluster.pk)
-    attempt = Attempt.objects.select_related("host").get(workload=w)
-    lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w, attempt
+def running(started_workload: tuple[Any, Attempt]) -> tuple[Any, Attempt]:
+    return started_workload
 
 
 def token_of(user: Any) -> str:

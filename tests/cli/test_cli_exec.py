@@ -10,20 +10,13 @@ from typing import Any
 import pytest
 
 from fairway_cli.cli import EXIT_API, EXIT_USAGE
-from scheduler import gateway, lifecycle
-from scheduler.models import Attempt
-from scheduler.services import do_submit_workload
-from scheduler.tick import run_tick
+from scheduler import gateway
 from tests.cli.inprocess import run_cli, run_cli_streams
 
 
 @pytest.fixture
-def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> Any:
-    w = do_submit_workload(researcher, **submit_kwargs())
-    run_tick(cluster.pk)
-    attempt = Attempt.objects.select_related("host").get(workload=w)
-    lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w
+def running(started_workload: tuple[Any, Any]) -> Any:
+    return started_workload[0]
 
 
 @pytest.fixture

@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 
-from scheduler import gateway, lifecycle
-from scheduler.models import Attempt
-from scheduler.services import do_submit_workload
-from scheduler.tick import run_tick
+from scheduler import gateway
 from tests.cli.inprocess import run_cli_bytes
 
 OUT = bytes(range(256)) + b"\xc3"
@@ -23,12 +20,8 @@ ERR = b"\x00err \xff"
 
 
 @pytest.fixture
-def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> Any:
-    w = do_submit_workload(researcher, **submit_kwargs())
-    run_tick(cluster.pk)
-    attempt = Attempt.objects.select_related("host").get(workload=w)
-    lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w
+def running(started_workload: tuple[Any, Any]) -> Any:
+    return started_workload[0]
 
 
 @pytest.fixture
