@@ -26,6 +26,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from config.cache import FairwayRedisCache
+from tests.api.test_sso46_login_burst import _burst as burst
 
 LOGIN = "/api/v1/auth/login/"
 ADDR = "203.0.113.47"
@@ -110,23 +111,7 @@ def _web(i: int) -> int:
 
 def _burst(attempt: Any) -> list[int]:
     """:data:`BURST` attempts released at once from as many threads; their status codes."""
-    start = threading.Barrier(BURST)
-    codes: list[int] = []
-    errors: list[BaseException] = []
-
-    def one(i: int) -> None:
-        try:
-            start.wait(10)
-            codes.append(attempt(i))
-        except BaseException as exc:  # noqa: BLE001 -- reported by the test
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(BURST)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
+    codes = burst(BURST, attempt)
     assert len(codes) == BURST
     return codes
 
