@@ -286,7 +286,7 @@ if go.get("connect"):  # fairway port-forward: its connection, made here, handed
     socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
     os._exit(0)
 os.set_inheritable(status, False)
-for s in range(1, signal.NSIG):  # an ignored signal stays ignored across exec: Python's SIGPIPE and
+for s in signal.valid_signals():  # an ignored signal stays ignored across exec: Python's SIGPIPE and
     if s not in (signal.SIGKILL, signal.SIGSTOP) and signal.getsignal(s) == signal.SIG_IGN:  # SIGXFSZ,
         signal.signal(s, signal.SIG_DFL)  # a nohup'd agent's SIGHUP; the command's are its own, as the attempt's
 try:

@@ -310,6 +310,9 @@ def test_sigint_to_a_real_fairway_wait_exits_130_without_a_traceback(fairway, su
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a shell gives it: an xdist worker (or a run started in the background) ignores
+        # SIGINT, and so would its children (as test_port_forward_e2e's)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509 -- takes no lock
     )
     try:
         assert proc.stdout is not None
