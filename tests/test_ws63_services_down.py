@@ -93,6 +93,12 @@ def _first_frame(path: str, workload_id: int) -> dict[str, Any]:
 
 async def _refusal(path: str, token: str, first: dict[str, Any] | None) -> tuple[dict[str, Any], int]:
     """The refusal frame and the close code of a stream opened with ``first`` (None: nothing sent)."""
+    frame, closed = await _closed(path, token, first)
+    return frame, closed.get("code", 0)
+
+
+async def _closed(path: str, token: str, first: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The refusal frame and the close message of a stream opened with ``first`` (None: nothing sent)."""
     comm = WebsocketCommunicator(application, path, headers=[(b"authorization", f"Token {token}".encode())])
     connected, _ = await comm.connect(timeout=10)
     assert connected
@@ -101,7 +107,7 @@ async def _refusal(path: str, token: str, first: dict[str, Any] | None) -> tuple
     frame = json.loads(await comm.receive_from(timeout=10))
     closed = await comm.receive_output(timeout=10)
     await comm.disconnect()
-    return frame, closed.get("code", 0)
+    return frame, closed
 
 
 def _no_traceback(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -14,31 +14,16 @@ import json
 from typing import Any
 
 import pytest
-from channels.testing import WebsocketCommunicator
 from django.db import connections
 
 from accounts.services import create_api_token
-from config.asgi import application
 from config.middleware import DATABASE_RETRY_AFTER_S
 from config.throttling import ExecRateThrottle
 from scheduler import execs
 from tests.api.test_exec_session import _run
-from tests.test_ws63_services_down import STREAMS, _first_frame, _raise_lost, running  # noqa: F401 -- fixture
+from tests.test_ws63_services_down import STREAMS, _closed, _first_frame, _raise_lost, running  # noqa: F401 -- fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
-
-
-async def _closed(path: str, token: str, first: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The refusal frame and the close message of a stream opened with ``first`` (None: nothing sent)."""
-    comm = WebsocketCommunicator(application, path, headers=[(b"authorization", f"Token {token}".encode())])
-    connected, _ = await comm.connect(timeout=10)
-    assert connected
-    if first is not None:
-        await comm.send_to(text_data=json.dumps(first))
-    frame = json.loads(await comm.receive_from(timeout=10))
-    closed = await comm.receive_output(timeout=10)
-    await comm.disconnect()
-    return frame, closed
 
 
 def _retry_after(closed: dict[str, Any]) -> int | None:

@@ -21,8 +21,8 @@ from scheduler.pyramid import compute_hour, hour_of, minute_busy
 _hosts = itertools.count()
 
 
-def _held(tw, gpus, *, placed, ended=None):
-    attempt = tw.attempt(tw.workload(gpus=len(gpus)), gpus)
+def _held(tw, gpus, workload=None, *, placed, ended=None):
+    attempt = tw.attempt(workload or tw.workload(gpus=len(gpus)), gpus)
     Attempt.objects.filter(pk=attempt.pk).update(placed_at=placed, started_at=placed, ended_at=ended)
     if ended is not None:
         attempt.gpu_links.update(open=False)

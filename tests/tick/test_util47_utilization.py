@@ -21,26 +21,7 @@ from scheduler.efficiency import efficiency_of_attempts, workload_efficiency
 from scheduler.idle import quiet_held
 from scheduler.models import GPU, Attempt, GpuMinuteSample, Host
 from scheduler.pyramid import compute_hour, hour_of, minute_busy
-
-
-def _held(tw, gpus, workload=None, *, placed, ended=None):
-    attempt = tw.attempt(workload or tw.workload(gpus=len(gpus)), gpus)
-    Attempt.objects.filter(pk=attempt.pk).update(placed_at=placed, started_at=placed, ended_at=ended)
-    if ended is not None:
-        attempt.gpu_links.update(open=False)
-    attempt.refresh_from_db()
-    return attempt
-
-
-def _sampled(gpu, minute, readings):
-    """One minute of ``gpu`` from the agent's readings (percent), one per sample."""
-    GpuMinuteSample.objects.create(
-        gpu=gpu,
-        minute=minute,
-        samples=len(readings),
-        utilization_samples=len(readings),
-        utilization_sum=float(sum(readings)),
-    )
+from tests.tick.test_busy46_minute_busy import _held, _sampled  # one setup of a held, sampled GPU
 
 
 def _grid(placed_s: float, ended_s: float, every: float, minute: int, missing: tuple[float, ...] = ()):
