@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo screenshots lock wheel image
+.PHONY: venv test lint demo screenshots lock wheel image bench
 
 # The virtualenv is (re)installed only when the lock changes (stamp file). requirements.lock pins
 # every package of requirements-dev.txt (server, agent, CLI, simulator plots, test tools) with its
@@ -36,6 +36,12 @@ lint: $(STAMP)
 # done (exit code 0 only if every job reached a final state). PORT=8001 picks another port.
 demo: $(STAMP)
 	$(VENV)/bin/python scripts/demo.py $(if $(filter 1 yes true,$(EXIT)),--exit) $(if $(PORT),--port $(PORT))
+
+# DESIGN.md §9's targets in one table (bench/targets.py, docs/benchmarks/README.md): the benches that fit in a
+# few minutes at their real sizes; QUICK=1 a smoke run at reduced sizes, ONLY=tick,quote some of them. The
+# database ticks need PostgreSQL (DATABASE_URL naming a database with "bench" in its name: it is emptied).
+bench: $(STAMP)
+	nice -n 10 $(VENV)/bin/python bench/targets.py $(if $(filter 1 yes true,$(QUICK)),--quick) $(if $(ONLY),--only $(ONLY))
 
 # Refresh docs/screenshots/ from the browser tests (Debian's chromium: apt-get install chromium):
 # the flow (login, submit, running, pending, canceled, API docs) and SSO on the e2e stack, then a

@@ -37,6 +37,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -87,7 +88,10 @@ def main() -> None:
 
 def estimates_bench(
     snap: Snapshot, budget: float, repeat: int, target: float | None, horizon: int | None = None
-) -> None:
+) -> dict[str, Any]:
+    """One forward simulation of ``snap`` (``repeat`` runs, each cut at ``budget`` CPU s or at now +
+    ``horizon``), printed; returns its figures: median and min CPU s, the estimates found, the
+    instant reached, the window's end, and the pending workloads."""
     allocated = sum(1 for w in snap.pending if w.min_runtime > 0)
     ticks = [0, 0]
     tick = est.Forward.tick
@@ -121,6 +125,15 @@ def estimates_bench(
     if horizon is not None:
         digest = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
         print(f"           to now + {horizon:,} s: estimates' hash {digest[:8]}")
+    return {
+        "cpu_s": med,
+        "min_s": low,
+        "estimated": len(found),
+        "pending": len(snap.pending),
+        "reached": reached,
+        "now": snap.now,
+        "window_end": snap.now + snap.window,
+    }
 
 
 def drain_estimates(snap: Snapshot, percents: list[float], args: argparse.Namespace) -> None:
@@ -168,11 +181,12 @@ def drain_estimates(snap: Snapshot, percents: list[float], args: argparse.Namesp
         )
 
 
-def quote_bench(args: argparse.Namespace) -> None:
-    """The quote for a 1-GPU workload of two budgets: the bench's first pending workload's (very
-    over-served: no start within the window, so the search runs to its CPU budget) and the
-    budget of the workload the estimates start first (allocated variants start within hours; the
-    unallocated one, ``M = 0``, never: idle GPUs only)."""
+def quote_times(repeat: int) -> tuple[Snapshot, list[tuple[str, float, float, float, list[Any]]]]:
+    """The quote for a 1-GPU workload of two budgets, at demo size: the bench's first pending
+    workload's (very over-served: no start within the window, so the search runs to its CPU budget)
+    and the budget of the workload the estimates start first (allocated variants start within
+    hours; the unallocated one, ``M = 0``, never: idle GPUs only). The demo state, and per budget:
+    (budget, its display ratio, median and min CPU s of ``repeat`` quotes, the last quote's rows)."""
     from scheduler.policy.pass_state import PassState
 
     demo = state(4, 330)
@@ -180,12 +194,21 @@ def quote_bench(args: argparse.Namespace) -> None:
     found = forward(demo, budget_s=5.0)[0]
     first = min(found, key=lambda wid: (found[wid], wid))
     starts = next(w.budget for w in demo.pending if w.id == first)
+    out = []
     for budget in (demo.pending[0].budget, starts):
         w = Workload("q", budget, 1, "H100", 3600, demo.now, 0)
-        med, low, rows = cpu(lambda w=w: quote(demo, w, QUOTE_MS), max(args.repeat, 5))
+        med, low, rows = cpu(lambda w=w: quote(demo, w, QUOTE_MS), repeat)
+        out.append((budget, standing.display_ratio(budget, 0), med, low, rows))
+    return demo, out
+
+
+def quote_bench(args: argparse.Namespace) -> None:
+    """The quotes of ``quote_times``, printed (at least 5 runs each)."""
+    demo, quotes = quote_times(max(args.repeat, 5))
+    for budget, ratio, med, low, rows in quotes:
         print(
             f"quote      {len(demo.hosts):5} hosts {len(demo.attempts):6,} running {len(demo.pending):7,} pending, "
-            f"budget {budget} (ratio {standing.display_ratio(budget, 0):.3f}), {len(QUOTE_MS)} minimum runtimes: "
+            f"budget {budget} (ratio {ratio:.3f}), {len(QUOTE_MS)} minimum runtimes: "
             f"median {med * 1000:.0f} ms, min {low * 1000:.0f} ms CPU "
             f"(target 300 ms: {'met' if med <= 0.3 else 'MISSED'})"
         )

@@ -114,17 +114,25 @@ def main() -> None:
     print()
     print("growth on 1,250 hosts × 8 GPUs (ratio = t(n)/t(1k) ÷ (n log n)/(1k log 1k); ≤ 1 is n log n or better)")
     print(f"{'pending':>8} {'median s':>9} {'µs/job':>8} {'ratio':>6}")
+    for pending, med, ratio in growth((1000, 10000) if args.quick else (1000, 10000, 100000), args.repeat):
+        print(f"{pending:8,} {med:9.3f} {med / pending * 1e6:8.1f} {ratio:6.2f}")
+
+
+def growth(sizes: tuple[int, ...], repeat: int, hosts: int = 1250) -> list[tuple[int, float, float]]:
+    """The growth table: for each size ``n`` a settled state on ``hosts`` hosts with about ``n`` pending
+    workloads (``5,500 + n`` arrivals at 1,250 hosts, scaled with the hosts), and per row (pending,
+    median CPU s, ratio = t(n)/t(first) ÷ (n log n)/(first log first): ≤ 1 is n log n or better)."""
+    rows: list[tuple[int, float, float]] = []
     base: tuple[float, float] | None = None
-    sizes = (1000, 10000) if args.quick else (1000, 10000, 100000)
     for n in sizes:
-        snap = make_settled(1250, 5500 + n).snapshot()
-        med, _ = timed(snap, args.repeat)
+        snap = make_settled(hosts, 5500 * hosts // 1250 + n).snapshot()
+        med, _ = timed(snap, repeat)
         pending = len(snap.pending)
         nlogn = pending * math.log(pending)
         if base is None:
             base = (med, nlogn)
-        ratio = (med / base[0]) / (nlogn / base[1])
-        print(f"{pending:8,} {med:9.3f} {med / pending * 1e6:8.1f} {ratio:6.2f}")
+        rows.append((pending, med, (med / base[0]) / (nlogn / base[1])))
+    return rows
 
 
 if __name__ == "__main__":

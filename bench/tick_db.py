@@ -385,6 +385,50 @@ def time_ticks(
     return med, runs, result, queries, changed
 
 
+def setup() -> str:
+    """Create (if missing) and migrate ``DATABASE_URL``'s bench database, set Django up; its name."""
+    name = ensure_database(os.environ["DATABASE_URL"])
+    import logging
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    logging.getLogger("scheduler.tick").setLevel(logging.WARNING)  # one "tick ... started" line per run
+    call_command("migrate", verbosity=0)
+    return name
+
+
+def reasons_before(hosts: int = 1250, workloads: int = 25000) -> dict[str, Any]:
+    """The reasons the tick before stored: the same arrivals, at T0 right after its tick."""
+    from bench.synth import make_settled
+    from scheduler.policy import schedule
+
+    before = make_settled(hosts, workloads, after=0)
+    return {wid: (str(info.reason), dict(info.detail)) for wid, info in schedule(before.snapshot()).pending.items()}
+
+
+def write_state(
+    after: int, previous: dict[str, Any], hosts: int = 1250, workloads: int = 25000
+) -> tuple[Any, int, float]:
+    """Empty the database (``flush``) and write the settled state ``after`` seconds after the last
+    tick (``bench.synth.make_settled``); the engine, the cluster's pk and the seconds the engine took."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    from bench.synth import make_settled
+
+    call_command("flush", interactive=False, verbosity=0)
+    t = time.perf_counter()
+    engine = make_settled(hosts, workloads, after=after)
+    built = time.perf_counter() - t
+    cluster_id = populate(engine, previous)
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE")
+    return engine, cluster_id, built
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
@@ -410,47 +454,29 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    name = ensure_database(os.environ["DATABASE_URL"])
-    import django
-
-    django.setup()
-    import logging
-
-    from django.core.management import call_command
+    name = setup()
     from django.db import connection
 
-    logging.getLogger("scheduler.tick").setLevel(logging.WARNING)  # one "tick ... started" line per run
-    from bench.synth import make_settled
     from scheduler.models import Attempt
-    from scheduler.policy import schedule
 
-    call_command("migrate", verbosity=0)
     print(
         f"database {name}, PostgreSQL {connection.pg_version // 10000}; machine: {os.cpu_count()} cores "
         f"({len(os.sched_getaffinity(0))} usable), Python {sys.version.split()[0]}; median of {args.repeat} ticks, "
         "each in a transaction rolled back afterwards (same state every run; commit not timed)"
     )
-    # The reasons the tick before stored: the same arrivals, at T0 right after its tick.
-    before = make_settled(1250, 25000, after=0)
-    previous = {wid: (str(info.reason), dict(info.detail)) for wid, info in schedule(before.snapshot()).pending.items()}
+    previous = reasons_before()
     states = [("10 min after the last tick", 600), ("1 h without a tick", 3600)]
     for label, after in states[:1] if args.quick else states:
-        call_command("flush", interactive=False, verbosity=0)
         t = time.perf_counter()
-        engine = make_settled(1250, 25000, after=after)
-        built = time.perf_counter() - t
-        t = time.perf_counter()
-        cluster_id = populate(engine, previous)
-        written = time.perf_counter() - t
-        with connection.cursor() as cur:
-            cur.execute("ANALYZE")
+        engine, cluster_id, built = write_state(after, previous)
+        written = time.perf_counter() - t - built
         snap = engine.snapshot()
         print()
         print(
             f"{label}: {len(snap.hosts):,} hosts, {sum(h.size for h in snap.hosts):,} GPUs, "
             f"{len(snap.budgets)} budgets, {len(snap.attempts):,} open attempts, {len(snap.pending):,} pending, "
             f"{Attempt.objects.filter(ended_at__isnull=False).count():,} closed attempts in the window "
-            f"(engine {built:.1f} s, bulk_create {written:.1f} s)"
+            f"(engine {built:.1f} s, written {written:.1f} s)"
         )
         variants = (
             [(False, False, 0)] + [(True, False, 0)] * args.forget_kept + [(False, True, 0)] * args.plain_hardware

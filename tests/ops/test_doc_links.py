@@ -15,14 +15,16 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
 
 
-def _text_outside_code(path: Path) -> str:
+def _text_outside_code(path: Path, keep_spans: bool = False) -> str:
+    """The page's lines outside fenced blocks; inline code spans dropped unless ``keep_spans`` (a
+    heading's slug keeps their text, as GitHub's does: "pol41 (branch `pol41`)" is pol41-branch-pol41)."""
     lines, inside = [], False
     for line in path.read_text().splitlines():
         if FENCE.match(line.lstrip()):
             inside = not inside
             continue
         if not inside:
-            lines.append(re.sub(r"`[^`]*`", "", line))
+            lines.append(line if keep_spans else re.sub(r"`[^`]*`", "", line))
     return "\n".join(lines)
 
 
@@ -34,7 +36,7 @@ def slug(heading: str) -> str:
 def anchors(path: Path) -> set[str]:
     seen: dict[str, int] = {}
     found = set()
-    for line in _text_outside_code(path).splitlines():
+    for line in _text_outside_code(path, keep_spans=True).splitlines():
         match = re.match(r"#{1,6}\s+(.*)", line)
         if match:
             base = slug(match.group(1))
