@@ -70,6 +70,8 @@ class PastWorkload:
     submitted_at: int
     attempts: list[PastAttempt] = field(default_factory=list)
     state: str = "pending"
+    run_s: int | None = None
+    """The run it was given: the trace's, capped at ``max_duration`` (the replay's hint, too)."""
     remaining: int | None = None
     """The run time left at the import's instant of one pending again there (requeued)."""
     waiting_canceled: bool = False
@@ -173,7 +175,7 @@ def simulate_philly(
         run = min(j.duration_s, max_duration)
         m = 0 if unalloc_rule.is_unallocated(j) else max(1, math.ceil(min_rule.min_runtime_s(run)))
         wid = f"j{j.job_id}"
-        past[wid] = PastWorkload(j, budget_key_of[j.vc], m, t)
+        past[wid] = PastWorkload(j, budget_key_of[j.vc], m, t, run_s=run)
         e.submit(SimWorkload(wid, budget_key_of[j.vc], gpus, model, m, t, e.next_seq(), remaining=run))
         e.tick()
     e.advance_to(now)
@@ -266,8 +268,9 @@ def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_mo
                 min_runtime_s=pw.min_runtime,
                 submitted_at=_dt(pw.submitted_at),
                 state=pw.state,
-                # a requeued one's: the run time it has left (the simulator's), as the replay's hint
-                duration_hint_s=pw.remaining if pw.state == "pending" else pw.job.duration_s,
+                # the run it was given, capped as the replay's hint (the trace's uncapped 3 days
+                # read beside 8 h run); a requeued one's: the run time it has left (the simulator's)
+                duration_hint_s=pw.remaining if pw.state == "pending" else (pw.run_s or pw.job.duration_s),
                 finished_at=(
                     None
                     if pw.state == "pending"

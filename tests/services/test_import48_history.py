@@ -81,6 +81,7 @@ def test_the_job_running_at_the_import_is_cut_there_and_said_so(philly, tmp_path
     [a] = w.attempts.all()
     assert a.end_reason == "canceled" and a.ended_at <= now and w.finished_at == a.ended_at
     assert a.charged_gpu_seconds == 8 * round((a.ended_at - a.started_at).total_seconds())
+    assert w.duration_hint_s == 8 * 3600  # the run it was given, capped (the trace's 10 h was never run)
     last = w.events.order_by("-at", "-pk").first()
     assert last is not None and last.kind == "canceled" and "end of the imported span" in last.message
     assert not WorkloadEvent.objects.filter(at__gt=now).exists()
@@ -138,3 +139,22 @@ def _import_other(tmp_path: Path) -> str:
     for h in ("q1", "q2"):
         connected(do_register_host(cluster, h, [(i, f"GPU-{h}-{i}", "H100", 80000) for i in range(4)])[0])
     return _import(tmp_path)
+
+
+def test_the_waiting_job_is_the_live_schedulers_to_start_and_its_past_reads_not_measured(philly, tmp_path):
+    """The requeued workload is the live queue's: the next tick starts its attempt 2 on the GPUs the
+    cut job left; its imported attempt, never sampled, reads "not measured" (not 0 %)."""
+    from rest_framework.test import APIClient
+
+    from scheduler.tick import run_tick
+
+    _import(tmp_path)
+    w = Workload.objects.get(name="philly-1")
+    run_tick(philly.pk)
+    w.refresh_from_db()
+    assert w.state in ("starting", "running")
+    assert sorted(w.attempts.values_list("number", flat=True)) == [1, 2]
+    api = APIClient()
+    api.force_authenticate(w.owner)
+    body = api.get(f"/api/v1/workloads/{Workload.objects.get(name='philly-2').pk}/").json()
+    assert body["efficiency"]["utilization"] is None
