@@ -265,6 +265,10 @@ def test_imported_hours_show_utilization_not_measured_on_every_surface(philly, r
     assert c["total"]["utilization_measured"] < 0.005
     assert c["total"]["utilization"] is None and c["total"]["utilization_of_occupied"] is None
     assert c["total"]["utilization_text"].startswith("not measured (utilization samples for less than 1% of")
+    # the same on the page and in the CLI (the 7 days: the imported hours and the current one)
+    said = "not measured (utilization samples for less than 1% of the occupied GPU-time"
+    assert f'id="utilization-philly">{said}' in page.get("/metrics/").content.decode()
+    assert f"utilization   {said}" in run_cli(monkeypatch, researcher, "metrics", "--cluster", "philly")
 
 
 def test_a_sacct_export_imported_again_is_refused_and_adds_nothing(cluster, researcher, org_tree, tmp_path: Path):
