@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -29,9 +30,13 @@ from budgets.models import Budget, UsageEntry
 from budgets.services import budget_paths
 from scheduler.gpu_text import invisible_problem
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
+from scheduler.stop_rules import REQUEUE_REASONS
 from scheduler.trace import MinRuntimeRule, TraceJob, UnallocatedRule, job_hash_fraction
 
 PHILLY_PREFIX = "vc-"
+CUT = "canceled"
+"""The end of an attempt still running at the import's instant: cut there (no agent goes on with it)."""
+CUT_MESSAGE = "imported history: still running at the end of the imported span, cut there"
 
 
 class HistoryError(ValueError):
@@ -52,6 +57,9 @@ class PastAttempt:
     started_at: int
     ended_at: int
     end_reason: str
+    stopped_at: int | None = None
+    """When its stop was asked (a preemption, a drain): its GPUs were released a grace later, at
+    ``ended_at``; None for one that ended by itself or was cut at the import's instant."""
 
 
 @dataclass
@@ -62,6 +70,12 @@ class PastWorkload:
     submitted_at: int
     attempts: list[PastAttempt] = field(default_factory=list)
     state: str = "pending"
+    run_s: int | None = None
+    """The run it was given: the trace's, capped at ``max_duration`` (the replay's hint, too)."""
+    remaining: int | None = None
+    """The run time left at the import's instant of one pending again there (requeued)."""
+    waiting_canceled: bool = False
+    """Pending again at the import's instant and canceled there on request (:func:`cancel_waiting`)."""
 
 
 @dataclass
@@ -143,7 +157,8 @@ def simulate_philly(
     past: dict[str, PastWorkload] = {}
 
     def on_release(a: SimAttempt, reason: str, at: int) -> None:
-        past[a.workload].attempts.append(PastAttempt(a.gpus, a.allocated, a.started_at, at, reason))
+        stopped = a.stop_at if reason not in ("succeeded", "failed") else None
+        past[a.workload].attempts.append(PastAttempt(a.gpus, a.allocated, a.started_at, at, reason, stopped))
 
     e.on_release = on_release
     sizes = {h.name: len(h.gpu_health) for h in snapshot_hosts}
@@ -160,27 +175,70 @@ def simulate_philly(
         run = min(j.duration_s, max_duration)
         m = 0 if unalloc_rule.is_unallocated(j) else max(1, math.ceil(min_rule.min_runtime_s(run)))
         wid = f"j{j.job_id}"
-        past[wid] = PastWorkload(j, budget_key_of[j.vc], m, t)
+        past[wid] = PastWorkload(j, budget_key_of[j.vc], m, t, run_s=run)
         e.submit(SimWorkload(wid, budget_key_of[j.vc], gpus, model, m, t, e.next_seq(), remaining=run))
         e.tick()
     e.advance_to(now)
+    # At the import's instant (import48): work still running has no agent to go on with it, so its
+    # attempt is cut there and the workload canceled, said by an event (docs/demo.md); work
+    # preempted and requeued is pending, as the live scheduler has it, with the run time it has
+    # left; work that never started is not history (not imported).
+    # One being preempted there (its stop asked, its grace not over) ends preempted there, requeued.
     for a in list(e.attempts.values()):
         if a.started_at < now:
-            past[a.workload].attempts.append(PastAttempt(a.gpus, a.allocated, a.started_at, now, "canceled"))
+            stopping = a.stop_reason in REQUEUE_REASONS
+            reason = str(a.stop_reason) if stopping else CUT
+            past[a.workload].attempts.append(
+                PastAttempt(a.gpus, a.allocated, a.started_at, now, reason, a.stop_at if stopping else None)
+            )
+            left = e.workloads[a.workload].remaining
+            if stopping and left is not None:
+                e.workloads[a.workload].remaining = max(0, left - (now - a.started_at))
     for wid, pw in past.items():
         sw = e.workloads[wid]
-        pw.state = sw.state if sw.state in ("succeeded", "failed", "canceled") else ("canceled" if pw.attempts else "")
-    done = [pw for pw in past.values() if pw.state]  # still pending at the end: not history
+        if sw.state in ("succeeded", "failed", "canceled"):
+            pw.state = sw.state
+        elif not pw.attempts:
+            pw.state = ""
+        elif pw.attempts[-1].ended_at >= now and pw.attempts[-1].end_reason == CUT:
+            pw.state = "canceled"
+        else:
+            pw.state, pw.remaining = "pending", sw.remaining
+    done = [pw for pw in past.values() if pw.state]  # never started by the end: not history
     return PhillyHistory(done, start, now, 1.0, skipped)
+
+
+WAITING_CANCELED_MESSAGE = (
+    "imported history: preempted and waiting at the end of the imported span, canceled there (--requeued cancel)"
+)
+
+
+def cancel_waiting(history: PhillyHistory) -> int:
+    """Cancel, at the import's instant, the work pending again there (``import_history philly
+    --requeued cancel``: the demo's, whose replay starts from an empty queue); each says so by its
+    ``canceled`` event. Returns how many."""
+    n = 0
+    for pw in history.workloads:
+        if pw.state == "pending":
+            pw.state, pw.remaining, pw.waiting_canceled = "canceled", None, True
+            n += 1
+    return n
 
 
 def _dt(epoch_s: int) -> datetime:
     return datetime.fromtimestamp(epoch_s, tz=UTC)
 
 
+def standin_command(job: TraceJob, run_s: int, python: str = sys.executable) -> list[str]:
+    """The command of an imported workload pending at the import's instant: the stand-in the replay
+    runs (``agent.standin``, standard library only) for the run time it has left; a finished one's
+    is ``philly <job id>``, a record only (it never runs again)."""
+    return [python, "-m", "agent.standin", "--duration", str(run_s)]
+
+
 def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_model: str) -> dict[str, int]:
-    """Write the simulated past as finished workloads, attempts, their GPUs and events, in bulk
-    and in one transaction. Returns counts."""
+    """Write the simulated past as workloads (finished, or pending again: requeued at the import's
+    instant), attempts, their GPUs and events, in bulk and in one transaction. Returns counts."""
     hosts = {h.name: h for h in Host.objects.filter(cluster=cluster)}
     gpus = {(g.host.name, g.index): g.pk for g in GPU.objects.filter(host__cluster=cluster).select_related("host")}
     budgets = Budget.objects.in_bulk([int(pw.budget_key) for pw in history.workloads])
@@ -201,13 +259,23 @@ def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_mo
                 gpu_model=gpu_model,
                 gpu_count=len(pw.attempts[0].gpus) if pw.attempts else pw.job.num_gpus,
                 image="",
-                command=["philly", str(pw.job.job_id)],
+                command=(
+                    standin_command(pw.job, pw.remaining or 0)
+                    if pw.state == "pending"
+                    else ["philly", str(pw.job.job_id)]
+                ),
                 env={},
                 min_runtime_s=pw.min_runtime,
                 submitted_at=_dt(pw.submitted_at),
                 state=pw.state,
-                duration_hint_s=pw.job.duration_s,
-                finished_at=_dt(max((a.ended_at for a in pw.attempts), default=pw.submitted_at)),
+                # the run it was given, capped as the replay's hint (the trace's uncapped 3 days
+                # read beside 8 h run); a requeued one's: the run time it has left (the simulator's)
+                duration_hint_s=pw.remaining if pw.state == "pending" else (pw.run_s or pw.job.duration_s),
+                finished_at=(
+                    None
+                    if pw.state == "pending"
+                    else _dt(history.end if pw.waiting_canceled else max(a.ended_at for a in pw.attempts))
+                ),
             )
             for pw in history.workloads
         ]
@@ -235,7 +303,11 @@ def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_mo
                         placed_at=_dt(a.started_at),
                         started_at=_dt(a.started_at),
                         protected_until=_dt(a.started_at + (pw.min_runtime if a.allocated else 0)),
-                        stop_requested_at=_dt(a.ended_at) if a.end_reason not in ("succeeded", "failed") else None,
+                        stop_requested_at=(
+                            _dt(a.stopped_at if a.stopped_at is not None else a.ended_at)
+                            if a.end_reason not in ("succeeded", "failed")
+                            else None
+                        ),
                         stop_reason=a.end_reason if a.end_reason not in ("succeeded", "failed") else "",
                         ended_at=_dt(a.ended_at),
                         end_reason=a.end_reason,
@@ -243,10 +315,24 @@ def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_mo
                         charged_gpu_seconds=gpu_count * (a.ended_at - a.started_at) if a.allocated else 0,
                     )
                 )
-                if a.end_reason in ("preempted", "drained"):
-                    events.append(
-                        WorkloadEvent(workload=w, at=_dt(a.ended_at), kind="preempted", message="imported history")
-                    )
+                if a.end_reason in REQUEUE_REASONS:
+                    # as the live scheduler: preempted when the stop is asked, requeued at the release
+                    stopped = a.stopped_at if a.stopped_at is not None else a.ended_at
+                    events += [
+                        WorkloadEvent(workload=w, at=_dt(stopped), kind="preempted", message="imported history"),
+                        WorkloadEvent(
+                            workload=w,
+                            at=_dt(a.ended_at),
+                            kind="requeued",
+                            message=f"attempt {n} ended {a.end_reason}: imported history",
+                        ),
+                    ]
+                elif a.end_reason == CUT and a.ended_at >= history.end:
+                    events.append(WorkloadEvent(workload=w, at=_dt(a.ended_at), kind="canceled", message=CUT_MESSAGE))
+            if pw.waiting_canceled:
+                events.append(
+                    WorkloadEvent(workload=w, at=_dt(history.end), kind="canceled", message=WAITING_CANCELED_MESSAGE)
+                )
         Attempt.objects.bulk_create(attempts, batch_size=500)
         k = 0
         for pw in history.workloads:

@@ -18,8 +18,8 @@ For one cluster and one hour ``[h, h + 1 h)``, in GPU-seconds:
 - **measured**: the occupied GPU-seconds whose utilization was measured that way. Occupied time
   without a measurement (an imported past: ``manage.py import_history``; minutes without a
   sample; a host that stopped reporting) is **not measured**, never 0 %: the utilization is the
-  mean over the measured occupied time (:meth:`Pyramid.fractions`), and unknown when none was
-  measured (docs/standing.md, "The pyramid").
+  mean over the measured occupied time (:meth:`Pyramid.fractions`), and unknown when less than
+  half of it was measured (:data:`MEASURED_ENOUGH`; docs/standing.md, "The pyramid").
 - **available**: GPU healthy (not ``unhealthy``) and host ``active``. Host states and GPU health
   are recorded only as audit events, not as a complete history (docs/standing.md, "Availability is
   sampled"), so the availability is **sampled**: the roll-up, run by the clock right after the
@@ -362,6 +362,14 @@ def _part_words(part: float) -> str:
     return f"{100 * part:.0f}%"
 
 
+MEASURED_ENOUGH = 0.5
+"""The part of the occupied GPU-time that must have been measured for the pyramid to state a
+utilization (import48): under it, the figure was the measured minority's mean projected onto the
+rest (the demo's 7-day range, tryout22: a few live minutes' mean times an imported week's
+occupancy, "72% (measured over …" less than 1 %), so it is not measured, as an hour with no sample is
+(docs/standing.md, "Utilization only where it was measured")."""
+
+
 @dataclass
 class Pyramid:
     """Sums of GPU-seconds and the fractions of DESIGN.md §8."""
@@ -383,16 +391,21 @@ class Pyramid:
 
     def utilization_of_occupied(self) -> float | None:
         """The GPU-time weighted mean NVML utilization (0..1) over the occupied GPU-time where it
-        was measured (DESIGN.md §8); None when occupied time was never measured (imported history:
-        unknown, not 0 %). 0.0 when nothing was occupied."""
-        if self.measured > 0:
+        was measured (DESIGN.md §8); None when less than :data:`MEASURED_ENOUGH` of the occupied
+        time was measured (imported history: unknown, not 0 %, and not a few minutes' mean
+        projected onto it). 0.0 when nothing was occupied."""
+        occupied = self.allocated + self.unallocated
+        if occupied <= 0:
+            return 0.0
+        if self.measured > 0 and self.measured >= MEASURED_ENOUGH * occupied:
             return min(1.0, self.utilized / self.measured)
-        return None if self.allocated + self.unallocated > 0 else 0.0
+        return None
 
     def fractions(self) -> dict[str, float | None]:
         """The pyramid's fractions of registered GPU-time; ``utilization`` is the occupancy times
         the mean measured utilization (so it never extrapolates 0 % from time nobody measured, and
-        ``utilization ≤ occupancy`` holds), None with ``utilization_of_occupied`` when not measured."""
+        ``utilization ≤ occupancy`` holds), None with ``utilization_of_occupied`` when not measured
+        (less than :data:`MEASURED_ENOUGH` of the occupied time)."""
         reg = self.registered
         occupied = self.allocated + self.unallocated
 
@@ -418,9 +431,14 @@ class Pyramid:
         nothing was occupied, or ``not measured (…)``."""
         share = self.fractions()
         value = share["utilization"]
+        measured = share["utilization_measured"] or 0.0
+        if value is None and measured > 0:
+            return (
+                f"not measured (utilization samples for {_part_words(measured)} of the occupied GPU-time, "
+                f"under the {100 * MEASURED_ENOUGH:.0f}% a figure needs; the rest unsampled, e.g. imported history)"
+            )
         if value is None:
             return "not measured (no utilization samples for the occupied GPU-time, e.g. imported history)"
-        measured = share["utilization_measured"] or 0.0
         occupied = self.allocated + self.unallocated
         if occupied <= 0:
             return f"{100 * value:.0f}%"

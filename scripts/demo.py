@@ -238,6 +238,10 @@ class Demo:
             out = self.manage(
                 "import_history", "philly", "--trace", str(self.args.trace), "--cluster", "philly",
                 "--user", "researcher", "--before-job", str(self.args.start), "--days", f"{self.args.history_days:g}",
+                # the week's work preempted and waiting at its end is canceled there, saying so: the
+                # replay starts from an empty queue (pending, it would run hours of real time on the
+                # replay's scaled clock, protected; docs/demo.md)
+                "--requeued", "cancel",
             )  # fmt: skip
             # The command's own count ("imported N Philly jobs ..."): an empty week shows here
             # (since mend31 it imported 0 jobs and said nothing; try32).

@@ -62,11 +62,13 @@ class PyramidFigures(serializers.Serializer):
     occupancy_unallocated = serializers.FloatField()
     utilization = serializers.FloatField(
         allow_null=True,
-        help_text="occupancy × utilization_of_occupied (≤ occupancy); null: not measured (e.g. imported history)",
+        help_text="occupancy × utilization_of_occupied (≤ occupancy); null: not measured, or less than half of the "
+        "occupied GPU-time (e.g. imported history)",
     )
     utilization_of_occupied = serializers.FloatField(
         allow_null=True,
-        help_text="mean NVML utilization over the occupied GPU-time where it was measured; null: never measured",
+        help_text="mean NVML utilization over the occupied GPU-time where it was measured; null: less than half "
+        "of the occupied GPU-time measured (e.g. imported history)",
     )
     utilization_measured = serializers.FloatField(help_text="measured / occupied GPU-time")
     utilization_text = serializers.CharField(help_text="the utilization in words, as the web page and CLI show it")

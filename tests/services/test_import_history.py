@@ -243,23 +243,32 @@ def test_imported_hours_show_utilization_not_measured_on_every_surface(philly, r
     assert 'fairway_pyramid_occupancy_ratio{cluster="philly"} 0.125' in scrape
     assert 'fairway_pyramid_utilization_ratio{cluster="philly"}' not in scrape  # absent, not 0
 
-    # One measured busy minute now (and no latest sample to stand in for the current hour):
-    # the utilization is that minute's mean, over that minute only.
+    # One measured busy minute now (and no latest sample to stand in for the current hour): the
+    # current hour's utilization is that minute's mean; the range's is not measured, not that
+    # minute's mean projected onto the imported days (import48: "72% (…, measured over less than
+    # 1% of the occupied GPU-time)" on the demo's metrics page).
     GPU.objects.filter(host__cluster=philly).update(last_sample={})
     a = Attempt.objects.order_by("pk").first()
     assert a is not None
-    gpu = a.gpu_links.first().gpu
     # Two minutes ago, but inside the current (partial) hour: in an hour's first two minutes that
     # is the hour's first minute (the minute two minutes ago belongs to the complete hour before).
     now = timezone.now()
     minute = max(hour_of(now), now.replace(second=0, microsecond=0) - timedelta(minutes=2))
-    Attempt.objects.filter(pk=a.pk).update(placed_at=minute, started_at=minute, ended_at=None)
-    GpuMinuteSample.objects.create(gpu=gpu, minute=minute, samples=2, utilization_samples=2, utilization_sum=80.0)
+    Attempt.objects.filter(pk=a.pk).update(placed_at=minute, started_at=minute, ended_at=minute + timedelta(minutes=1))
+    for link in a.gpu_links.all():
+        GpuMinuteSample.objects.create(
+            gpu=link.gpu, minute=minute, samples=2, utilization_samples=2, utilization_sum=80.0
+        )
     [c] = api.get("/api/v1/metrics/pyramid/", {"cluster": "philly", "since": since}).json()
     [live] = [h for h in c["hours"] if h["partial"]]
     assert live["utilization_of_occupied"] == pytest.approx(0.4)
-    assert c["total"]["utilization_of_occupied"] == pytest.approx(0.4)
-    assert c["total"]["utilization_text"].endswith("of the occupied GPU-time)")
+    assert c["total"]["utilization_measured"] < 0.005
+    assert c["total"]["utilization"] is None and c["total"]["utilization_of_occupied"] is None
+    assert c["total"]["utilization_text"].startswith("not measured (utilization samples for less than 1% of")
+    # the same on the page and in the CLI (the 7 days: the imported hours and the current one)
+    said = "not measured (utilization samples for less than 1% of the occupied GPU-time"
+    assert f'id="utilization-philly">{said}' in page.get("/metrics/").content.decode()
+    assert f"utilization   {said}" in run_cli(monkeypatch, researcher, "metrics", "--cluster", "philly")
 
 
 def test_a_sacct_export_imported_again_is_refused_and_adds_nothing(cluster, researcher, org_tree, tmp_path: Path):

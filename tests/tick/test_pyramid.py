@@ -200,6 +200,7 @@ def test_the_clock_asks_for_the_rollup_again_until_it_was_sent_and_every_few_min
     [
         (0.3, "less than 1%"),  # the demo's week: a few live minutes after an imported week
         (1.0, "1%"),
+        (50.4, "50%"),
         (56.0, "56%"),
         (99.6, "more than 99%"),
         (100.0, None),  # measured throughout: no parenthesis
@@ -214,7 +215,9 @@ def test_utilization_never_says_it_was_measured_over_0_or_100_percent(measured, 
     text = Pyramid(
         registered=100.0, available=100.0, allocated=100.0, measured=measured, utilized=measured / 2
     ).utilization_text()
-    assert text.startswith("50%")
-    assert "measured over 0%" not in text and "measured over 100%" not in text
+    assert "over 0%" not in text and "for 0%" not in text and "over 100%" not in text
+    if measured < 50:  # under half measured: no figure, the part said (import48)
+        assert text.startswith(f"not measured (utilization samples for {words} of the occupied GPU-time")
+        return
     mean = "50% (occupied GPU-time at 50% mean utilization"
     assert text == (f"{mean})" if words is None else f"{mean}, measured over {words} of the occupied GPU-time)")

@@ -56,7 +56,11 @@ def build_lab(tmp_path: Path) -> dict[str, Any]:
 
     # The trace's jobs are the lab's past, not the researcher's own (its dashboard shows this morning's).
     User.objects.create_user("philly-trace", is_active=False)
-    call_command("import_history", "philly", "--cluster", "philly", "--user", "philly-trace", "--days", "7")
+    # As the demo (docs/demo.md): the week's work waiting at its end canceled there, saying so.
+    call_command(
+        "import_history", "philly", "--cluster", "philly", "--user", "philly-trace", "--days", "7",
+        "--requeued", "cancel",
+    )  # fmt: skip
 
     researcher = User.objects.get(username="researcher")
     now = timezone.now()

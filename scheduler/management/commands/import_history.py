@@ -6,7 +6,9 @@
 ``philly``: the ``--days`` of the Philly trace before ``--before-job`` (the demo's replay start),
 sampled to about ``--load`` × the cluster's capacity, each job's run capped at ``--max-duration``,
 run through the policy on the cluster's hosts and its ``vc-<id>`` budgets, shifted to end now and
-written as finished workloads and attempts (their usage), then the pyramid's hours rolled up.
+written as workloads and attempts (their usage), then the pyramid's hours rolled up. Work preempted
+and waiting at the import's instant is pending there, requeued with the run time it has left
+(``--requeued cancel``: canceled there, saying so); work still running is cut there, canceled.
 
 ``sacct``: a Slurm export, ``TZ=UTC sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
 (``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset:
@@ -35,6 +37,7 @@ from budgets.services import load_tree
 from scheduler.history import (
     PHILLY_PREFIX,
     HistoryError,
+    cancel_waiting,
     choose_jobs,
     imported_sacct_jobs,
     parse_sacct,
@@ -76,6 +79,13 @@ class Command(BaseCommand):
         ph.add_argument("--max-duration", default="8h", help="run-time cap per job (default 8h)")
         ph.add_argument("--min-runtime-rule", default=DEFAULT_MIN_RUNTIME_RULE)
         ph.add_argument("--unallocated-rule", default=DEFAULT_UNALLOCATED_RULE)
+        ph.add_argument(
+            "--requeued",
+            choices=("pending", "cancel"),
+            default="pending",
+            help="work preempted and waiting at the import's instant: pending, requeued with the run time it has "
+            "left (default), or canceled there, saying so (a replay that starts from an empty queue: the demo)",
+        )
         sa = sub.add_parser(
             "sacct",
             help="a Slurm `sacct -a -X -P` export",
@@ -157,6 +167,9 @@ class Command(BaseCommand):
             window=snap.window,
         )
         simulated = time.monotonic() - began
+        waiting = sum(pw.state == "pending" for pw in history.workloads)
+        if opts["requeued"] == "cancel":
+            cancel_waiting(history)
         counts = write_philly(cluster, user, history, snap.hosts[0].model)
         start = datetime.fromtimestamp(history.start, tz=UTC)
         hours = rollup_span(cluster, start, now)
@@ -164,7 +177,9 @@ class Command(BaseCommand):
         self.stdout.write(
             f"imported {counts['workloads']} Philly jobs ({100 * fraction:.1f} % of the {opts['days']:g} days before "
             f"job {opts['before_job']}, {skipped} of VCs without a budget skipped) as {counts['attempts']} attempts "
-            f"on {cluster.name}; {hours} pyramid hours rolled up; simulated in {simulated:.1f} s, "
+            f"on {cluster.name}; {waiting} preempted and waiting at the span's end "
+            f"({'canceled there' if opts['requeued'] == 'cancel' else 'pending, requeued'}); "
+            f"{hours} pyramid hours rolled up; simulated in {simulated:.1f} s, "
             f"{time.monotonic() - began:.1f} s in all"
         )
 
