@@ -10,9 +10,7 @@ carry it, or None when the rule allows the change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime, timedelta
-from decimal import Decimal
 
 from fairway_cli.numbers import instant_text
 from scheduler.gpu_text import invisible_problem
@@ -208,25 +206,4 @@ def budget_name_problem(name: str) -> str | None:
         return "A budget name is 1-100 characters without '/'."
     if problem := invisible_problem(name):
         return f"A budget name {problem}."
-    return None
-
-
-def held_at_submission(
-    chain: Iterable[tuple[str, bool, Decimal | float | None, bool]], *, allocated: bool
-) -> tuple[str, dict[str, str]] | None:
-    """The pending reason a new workload has from its budget alone, known without the tick's usage,
-    or None (the tick decides): ``held`` under a budget on hold, its own or one above it;
-    ``budget_capped`` (``{"budget": path}``) of allocated work where the nearest budget with a cap
-    has one of 0 GPU-hours (always reached) that holds new work (``on_cap`` hold) — as the policy's
-    queues judge them (``scheduler.policy.queues``). A nearer cap above 0 may or may not be reached:
-    None then, as for a cap that downgrades. ``chain``: the budget and those above it, nearest
-    first, each ``(path, hold, cap GPU-hours or None, whether its cap holds new work)``. The
-    submission writes it as it writes a hold of the workload's own (tryout47b: submitting into a
-    held budget said just "pending")."""
-    chain = list(chain)
-    if any(hold for _path, hold, _cap, _holds in chain):
-        return "held", {}
-    for path, _hold, cap, holds in chain if allocated else ():
-        if cap is not None:
-            return ("budget_capped", {"budget": path}) if cap == 0 and holds else None
     return None

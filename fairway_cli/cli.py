@@ -876,14 +876,17 @@ def _submitted_words(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -
         release = f"--group {w['group']}" if w.get("group") else str(w["id"])
         out.write(f"held: it starts only after `fairway release {release}`\n")
     elif w.get("pending_reason") in BUDGET_HOLD_REASONS and w.get("why_pending"):
-        # its budget's hold, which the submission wrote at once as it writes one of its own: in
-        # `fairway show`'s words (tryout47b: it said just "pending")
+        # its budget's hold or cap, which the submission wrote at once as it writes a hold of its own:
+        # in `fairway show`'s words (tryout47b: it said just "pending"; rules48: nor that a cap of 0
+        # runs it unfunded)
         out.write(f"{w['why_pending'][0]}\n")
     return EXIT_OK
 
 
 BUDGET_HOLD_REASONS = ("held", "budget_capped")
-"""The pending reasons a submission may have at once from its budget alone (``budgets.rules.held_at_submission``)."""
+"""The pending reasons a submission may have at once from its budget alone
+(``scheduler.policy.queues.submission_verdict``): ``held``, and ``budget_capped`` of a cap of 0 GPU-hours
+that holds allocated work or runs it unfunded (detail ``unfunded``)."""
 
 
 def _array_submitted(array: dict[str, Any]) -> str:

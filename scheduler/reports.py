@@ -821,6 +821,19 @@ def _cap_numbers(path: str, budget_id: int, tree: dict[int, Budget] | None) -> s
     return ""
 
 
+def unfunded_sentence(budget: str, cap: str) -> str:
+    """Why allocated work downgraded by budget ``budget``'s cap (``on_cap`` downgrade) waits: it runs
+    unallocated, free and preemptible at any time (DESIGN.md §3.7). ``cap``: the cap's numbers
+    (:func:`_cap_numbers`). The pending reason ``budget_capped`` with ``unfunded``, which a pass writes
+    and, where the budget's nearest cap is 0 GPU-hours, the submission writes at once (rules48:
+    ``fairway submit``, the API's answer and the form's message said nothing of it)."""
+    return (
+        f"Budget {budget} has reached its cap{cap}, so this workload runs unallocated (unfunded): free, "
+        "but preemptible at any time (its minimum runtime protects nothing); it waits for GPUs that no "
+        "allocated work can use."
+    )
+
+
 def _lines(
     workload: Workload, detail: dict[str, Any], numbers: dict[str, Any], tree: dict[int, Budget] | None = None
 ) -> list[str]:
@@ -869,10 +882,7 @@ def _lines(
     elif reason == "budget_capped":
         cap = _cap_numbers(str(detail.get("budget", "")), workload.budget_id, tree)
         if detail.get("unfunded"):
-            lines.append(
-                f"Budget {detail.get('budget')} has reached its cap{cap}, so this workload may only run unallocated "
-                "(unfunded): it waits for GPUs that no allocated work can use."
-            )
+            lines.append(unfunded_sentence(str(detail.get("budget")), cap))
         else:
             lines.append(
                 f"Budget {detail.get('budget')} has reached its cap{cap} and holds new work until its usage "

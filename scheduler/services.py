@@ -29,7 +29,7 @@ from accounts.models import Membership, User
 from accounts.services import archived_budget_paths, is_manager, is_member, submit_budget_paths
 from agent.protocol import HOST_NAME_RE, HOST_NAME_RULE, MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
-from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, held_at_submission, submission_problem
+from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, submission_problem
 from budgets.rules import submitted_limit as budget_submitted_limit
 from budgets.services import (
     ancestor_ids,
@@ -58,7 +58,8 @@ from scheduler.models import (
 )
 from scheduler.notify import push_hosts_on_commit, request_estimates_on_commit, request_tick_on_commit
 from scheduler.policy.admission import SHARED_MEMORY_PROBLEM, HostTable, host_table, infeasible_in
-from scheduler.policy.types import Hold, PendingReason
+from scheduler.policy.queues import submission_verdict
+from scheduler.policy.types import Hold, OnCap, PendingReason
 from scheduler.stop_rules import cancel_replaces
 
 logger = logging.getLogger(__name__)
@@ -1011,12 +1012,12 @@ def do_submit_workload(
         }
     elif not dry_run and not jobs.after:  # an `after` wait is the reason first (the policy's order)
         chain = (tree[pk] for pk in ancestor_ids(the_budget, tree) if pk in tree)
-        by_budget = held_at_submission(
-            ((b.path, b.hold, b.cap_gpu_hours, b.on_cap == Budget.OnCap.HOLD) for b in chain),
-            allocated=min_runtime_s > 0,
+        verdict = submission_verdict(
+            ((b.path, b.hold, b.cap_gpu_hours, OnCap(b.on_cap)) for b in chain), allocated=min_runtime_s > 0
         )
-        if by_budget is not None:  # said at once, as a hold of its own is (tryout47b)
-            fields |= {"pending_reason": by_budget[0], "pending_detail": by_budget[1]}
+        said = verdict.pending() if verdict is not None else None
+        if said is not None:  # said at once, as a hold of its own is (tryout47b; unfunded: rules48)
+            fields |= {"pending_reason": said[0], "pending_detail": said[1]}
     if dry_run:
         unsaved = Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
         unsaved.job_options = jobs  # type: ignore[attr-defined] -- its after list and array, for a quote

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from budgets.rules import archive_problem, held_at_submission, parent_problem, submission_problem
-from scheduler.policy import Budget, GpuHealth, Host, HostState, UsageRecord
+from budgets.rules import archive_problem, parent_problem, submission_problem
+from scheduler.policy import Budget, GpuHealth, Host, HostState, OnCap, UsageRecord
 from scheduler.policy.admission import infeasible_request
+from scheduler.policy.queues import submission_verdict
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
 from scheduler.scenarios.spec import (
     HostSpec,
@@ -137,7 +138,7 @@ class MemoryBackend:
     def __init__(self) -> None:
         self.engine: Engine | None = None
         self.sc: Scenario | None = None
-        # The reasons a submission says at once (budgets.rules.held_at_submission, as
+        # The reasons a submission says at once (scheduler.policy.queues.submission_verdict, as
         # do_submit_workload stores them), until the next pass decides (``_said_at``: its Decisions)
         self._said: dict[str, str] = {}
         self._said_at: object = None
@@ -282,13 +283,14 @@ class MemoryBackend:
 
     def _say_at_submission(self, spec: WorkloadSpec) -> None:
         """A budget on hold is said at once, as the database's submission stores it (tryout47b)."""
-        chain: list[tuple[str, bool, float | None, bool]] = []
+        chain: list[tuple[str, bool, float | None, OnCap]] = []
         path: str | None = spec.budget
         while path is not None:
             budget = self.e.budgets[path]
-            chain.append((path, budget.hold, None, False))  # the scenarios' budgets have no caps
+            chain.append((path, budget.hold, None, budget.on_cap))  # the scenarios' budgets have no caps
             path = budget.parent
-        said = held_at_submission(chain, allocated=spec.min_runtime > 0)
+        verdict = submission_verdict(chain, allocated=spec.min_runtime > 0)
+        said = verdict.pending() if verdict is not None else None
         if said is None:
             return
         if self._said_at is not self.e.last:
