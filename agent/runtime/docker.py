@@ -28,13 +28,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agent.runtime import devices
 from agent.runtime.base import (
-    PEER_UID_CHECK,
     AttemptSpec,
     ExecError,
     ExecOutcome,
@@ -70,37 +71,8 @@ LABEL_WORKLOAD = "fairway.workload"
 RUN_DIR_IN_CONTAINER = "/run/fairway"
 
 
-NETNS_CONNECT = r"""
-import array, ctypes, os, socket, sys
-ns, port, uid, gid, shared = map(int, sys.argv[1:6])
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.setns(ns, 0x40000000) != 0:  # CLONE_NEWNET
-    sys.stderr.write("fail cannot enter the container's network namespace: " + os.strerror(ctypes.get_errno()))
-    sys.exit(125)
-os.close(ns)
-if uid >= 0:
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-errors = []
-for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-    try:
-        conn = socket.socket(family, socket.SOCK_STREAM)
-        conn.settimeout(10)
-        conn.connect((address, port))
-        break
-    except OSError as e:
-        errors.append(e)
-else:
-    sys.stderr.write("refused " + (errors[0].strerror or str(errors[0])))
-    sys.exit(111)
-PEER_UID_CHECK
-if shared and (problem := peer_uid_problem(conn, family, address, port)):  # the host's network (brk62)
-    sys.stderr.write("refused " + problem)
-    sys.exit(111)
-socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
-""".replace("PEER_UID_CHECK\n", PEER_UID_CHECK)
-"""A forwarded connection (``fairway port-forward``) into a container, run as ``python -I -c
+NETNS_CONNECT = Path(__file__).with_name("netns_connect.py")
+"""A forwarded connection (``fairway port-forward``) into a container, run as ``python -I
 NETNS_CONNECT NS PORT UID GID SHARED`` by the agent with a Unix socket as its stdin: it enters the
 container's network namespace (NS: a descriptor of ``/proc/<pid>/ns/net`` of its first process),
 takes the container's user (UID -1: the agent's own), connects to 127.0.0.1 (else ::1) there and
@@ -293,8 +265,10 @@ class DockerRuntime(StoredRuntime):
         log_max_bytes: int = 64 * 1024 * 1024,
         pull: bool = True,
         isolation: Isolation | None = None,
+        gpu_nodes: Mapping[int, str] | None = None,
     ) -> None:
         super().__init__(state_dir, log_max_bytes)
+        self.gpu_nodes = dict(gpu_nodes or {})  # each GPU's device node by index: swept at a container's end
         # None: the image's own user (the library default of tests); the agent passes its own.
         self.isolation = isolation or Isolation(IsolationConfig(mode="agent", allow_root=True, cgroup="off"))
         if docker is None:
@@ -407,6 +381,8 @@ class DockerRuntime(StoredRuntime):
             network=self.isolation.config.container_network,
             log_max_bytes=self.log_max_bytes,
         )
+        if ident.switch:
+            record.uid = ident.uid  # whose processes its GPUs' sweep looks at when it ends (iso48)
         self._records[spec.attempt_id] = record
         self.store.save(record)  # before the container exists: a restarted agent finds one or the other
         try:
@@ -492,7 +468,7 @@ class DockerRuntime(StoredRuntime):
         try:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-I", "-c", NETNS_CONNECT, str(ns), str(port), str(uid), str(gid), str(shared),
+                    sys.executable, "-I", str(NETNS_CONNECT), str(ns), str(port), str(uid), str(gid), str(shared),
                     stdin=theirs.fileno(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                     env={"PATH": "/usr/bin:/bin"}, pass_fds=(ns,),
                 )  # fmt: skip
@@ -652,10 +628,46 @@ class DockerRuntime(StoredRuntime):
                 log.warning("attempt %d: lost track of container %s: %s", record.attempt_id, container.short_id, exc)
             if self._closed.is_set():
                 return
+            self._reclaim_gpus(record)  # before its end is reported: its GPUs go on
             self._remove(container)
             loop.call_soon_threadsafe(self._exited, record, code, finished, oom)
 
         threading.Thread(target=follow, name=f"attempt-{record.attempt_id}", daemon=True).start()
+
+    def _reclaim_gpus(self, record: AttemptRecord) -> None:
+        """Kill every process of the ended container's user that still holds one of its GPUs'
+        devices outside a running container given that GPU (iso48; the process runtime's since
+        pid63, docs/isolation.md): a descriptor the container passed out over a Unix socket in a
+        shared mount (to another container of its owner, or the owner's login) outlived it, and with
+        it the GPU, which goes to the next workload; the engine's device cgroup checks opens only.
+        The container's own processes are gone with its PID namespace. Root's holders (NVML, the
+        engine's hooks, ``nvidia-persistenced``) and the agent's own uid are never swept."""
+        uid = record.uid
+        indices = [i for i in record.gpu_indices if i in self.gpu_nodes]
+        if uid is None or uid == 0 or uid == os.geteuid() or not indices or not self.isolation.is_root:
+            return
+        theirs = set(devices.char_devices(self.gpu_nodes[i] for i in indices))
+
+        def given() -> set[int]:  # the processes of running containers given one of those GPUs (shared)
+            namespaces = set()
+            for other in list(self._records.values()):
+                if other.attempt_id == record.attempt_id or other.state != "running":
+                    continue
+                if theirs & set(
+                    devices.char_devices(self.gpu_nodes[i] for i in other.gpu_indices if i in self.gpu_nodes)
+                ):
+                    with contextlib.suppress(DockerException, OSError, ValueError, TypeError):
+                        state = self.client.containers.get(container_name(other.attempt_id)).attrs.get("State") or {}
+                        if int(state.get("Pid") or 0) > 0:  # its processes, exec'd ones too: its PID namespace
+                            namespaces.add(os.stat(f"/proc/{int(state['Pid'])}/ns/pid").st_ino)
+            pids = set()
+            for entry in os.listdir("/proc") if namespaces else ():
+                with contextlib.suppress(OSError):
+                    if entry.isdigit() and os.stat(f"/proc/{entry}/ns/pid").st_ino in namespaces:
+                        pids.add(int(entry))
+            return pids
+
+        devices.kill_device_holders(record.attempt_id, theirs, uid, given)
 
     def _exited(self, record: AttemptRecord, code: int | None, finished_wall: float | None, oom: str = "") -> None:
         future = self._exits.pop(record.attempt_id, None)
