@@ -50,9 +50,11 @@ from agent.runtime.isolation import (
     Isolation,
     IsolationConfig,
     mount_problem,
+    mount_run_tmpfs,
     out_of_memory_message,
     stage_dirs_as,
     stop_then_kill_tree,
+    unmount_run_tmpfs,
     unstage,
 )
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
@@ -294,6 +296,8 @@ class DockerRuntime(StoredRuntime):
                 await asyncio.to_thread(unstage, staging)
         for record in self.store.load_all():
             self._records[record.attempt_id] = record
+            if record.state != "running":  # one that an agent that died at its end left mounted
+                await asyncio.to_thread(unmount_run_tmpfs, self.store.run_dir(record.attempt_id))
         containers = await asyncio.to_thread(self.client.containers.list, all=True, filters={"label": LABEL_ATTEMPT})
         found: dict[int, Any] = {}
         for container in containers:
@@ -331,6 +335,7 @@ class DockerRuntime(StoredRuntime):
                 self.store.save(record)
                 log.info("attempt %d: never started (the agent restarted during its start)", record.attempt_id)
             elif record.state == "running" and record.attempt_id not in found:
+                unmount_run_tmpfs(self.store.run_dir(record.attempt_id))
                 self._finish(record, None, None)
                 log.info("attempt %d: its container is gone (exit code unknown)", record.attempt_id)
         self.prune()
@@ -372,6 +377,13 @@ class DockerRuntime(StoredRuntime):
         if ident.switch:
             os.chown(run_dir, os.geteuid(), ident.gid)
             os.chmod(run_dir, 0o750)  # noqa: S103 -- the attempt's group reads its notice
+        if self.isolation.is_root:  # its mountinfo names no path of the agent's (iso48)
+            try:
+                unmount_run_tmpfs(run_dir)  # one left by an agent that died: not stacked
+                st = run_dir.stat()
+                mount_run_tmpfs(run_dir, st.st_uid, st.st_gid, st.st_mode & 0o777)
+            except OSError as exc:  # the directory itself, as before
+                log.warning("attempt %d: no tmpfs on its run directory: %s", spec.attempt_id, exc)
         kwargs = container_spec(
             spec,
             run_dir,
@@ -389,6 +401,7 @@ class DockerRuntime(StoredRuntime):
             container = await asyncio.to_thread(self._create_and_start, kwargs)
         except (DockerException, OSError) as exc:
             await asyncio.to_thread(self._remove_by_name, container_name(spec.attempt_id))
+            unmount_run_tmpfs(run_dir)
             del self._records[spec.attempt_id]
             self._fail(record, f"cannot start container: {str(exc).splitlines()[0][:500]}")
         record.started_mono = monotonic_s()
@@ -630,6 +643,7 @@ class DockerRuntime(StoredRuntime):
                 return
             self._reclaim_gpus(record)  # before its end is reported: its GPUs go on
             self._remove(container)
+            unmount_run_tmpfs(self.store.run_dir(record.attempt_id))
             loop.call_soon_threadsafe(self._exited, record, code, finished, oom)
 
         threading.Thread(target=follow, name=f"attempt-{record.attempt_id}", daemon=True).start()

@@ -190,3 +190,38 @@ def test_a_single_host_container_lists_no_unix_socket_of_the_host(podman: str, g
     finally:
         for s in listening:
             s.close()
+
+
+def test_a_containers_mount_table_does_not_name_the_agents_state_directory(podman: str, gpu_dir: Path) -> None:  # noqa: F811
+    """iso48: ``/run/fairway`` (the preemption notice) was the engine's bind of the attempt's
+    ``<state>/attempts/<id>.d``, and the container's ``mountinfo`` printed that path (a bind's root
+    is its path within its file system): the agent's state directory. It is now a small tmpfs of the
+    attempt's own, mounted there by the agent for the container's life: the table names ``/`` of
+    ``fairway-run``; the notice still reaches the container; nothing stays mounted after its end."""
+    state = gpu_dir / "state"
+    isolation = owner_isolation()
+
+    async def scenario() -> None:
+        rt = DockerRuntime(state, base_url=podman, nvidia=False, pull=False, isolation=isolation)
+        exits: asyncio.Queue[object] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        await rt.recover()
+        script = "cat /proc/self/mountinfo; echo listed; while [ ! -e /run/fairway/preempt ]; do sleep 0.05; done; "
+        script += "echo notice: $(cat /run/fairway/preempt)"
+        await rt.start(replace(spec(1, script, gpus=1, grace_s=10), owner="iso-alice"))
+        for _ in range(400):
+            if b"listed" in rt.read_log(1, 1 << 20)[0]:
+                break
+            await asyncio.sleep(0.05)
+        assert os.path.ismount(rt.store.run_dir(1))  # noqa: ASYNC240
+        await rt.stop(1, 10, "preempted")
+        await asyncio.wait_for(exits.get(), 30)
+        out = rt.read_log(1, 1 << 20)[0].decode()
+        assert "listed" in out and "notice: " in out and "preempted" in out, out
+        assert str(state) not in out and str(gpu_dir) not in out, out
+        (line,) = [line for line in out.splitlines() if " /run/fairway " in line]
+        assert line.split()[3] == "/" and " - tmpfs fairway-run " in line, line
+        assert not os.path.ismount(rt.store.run_dir(1))  # noqa: ASYNC240
+        await rt.close()
+
+    run_async(scenario(), timeout=60)
