@@ -122,7 +122,8 @@ def make_runtime(
     config: AgentConfig, isolation: Isolation | None = None, gpu_nodes: dict[int, str] | None = None
 ) -> Runtime:
     """The runtime named by ``config.runtime``; ``gpu_nodes``: each GPU's device node by index
-    (:meth:`GpuBackend.device_nodes`), which the process runtime hides from attempts not given it.
+    (:meth:`GpuBackend.device_nodes`), which the process runtime hides from attempts not given it
+    and both runtimes sweep at an attempt's end.
 
     Raises:
         RuntimeUnavailable: ``docker`` without a reachable Docker Engine API.
@@ -137,6 +138,7 @@ def make_runtime(
             nvidia=config.gpu_backend == "nvml",  # fake GPUs have no devices to request
             log_max_bytes=config.log_max_bytes,
             isolation=isolation,
+            gpu_nodes=gpu_nodes,
         )
     from agent.runtime.process import ProcessRuntime
 

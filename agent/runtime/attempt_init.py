@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,6 +69,32 @@ def main() -> None:
             libc.setfsgid(0)
             os.setgroups(saved)
 
+    def detach_unreached():  # from the attempt's mount namespace: what its mountinfo named and it cannot use
+        # A mount whose mount point its owner cannot reach (a directory on the way not searchable: a
+        # container engine's storage, another owner's container's shm and overlay) and every namespace
+        # handle (nsfs: a container's /run/netns/<name>) named other workloads and root's paths to it
+        # (iso48); the owner reaches neither by path. Deepest first; one gone with its parent is skipped.
+        with open("/proc/self/mountinfo", "rb") as f:
+            table = [line.split(b" - ", 1) for line in f.read().splitlines()]
+        points = []
+        for head, *tail in table:
+            point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), head.split()[4])
+            if point != b"/":
+                points.append((point, bool(tail) and tail[0].startswith(b"nsfs ")))
+
+        def unreached(point):
+            try:  # search permission on every directory above it, as the owner; the mount itself untouched
+                os.stat(os.path.join(os.path.dirname(point), b"."))  # (a hung NFS server's would block)
+            except PermissionError:
+                return True
+            except OSError:
+                return False
+            return False
+
+        gone = as_owner_fs(lambda: [p for p, nsfs in points if nsfs or unreached(p)])
+        for point in reversed(gone):
+            libc.umount2(point, 2)  # MNT_DETACH; EINVAL: detached with a mount above it already
+
     def refuse(why):  # the attempt cannot start: its command never runs
         os.write(status, ("fail " + why)[:4000].encode(errors="replace"))
         sys.exit(125)
@@ -95,13 +122,14 @@ def main() -> None:
             check(libc.unshare(0x00020000 | 0x08000000), "unshare(CLONE_NEWNS|CLONE_NEWIPC)")
             check(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None), "make / private")  # MS_REC|MS_PRIVATE
             made = True  # from here on, a failure leaves a half-made /tmp (the host's, or one missing paths)
+            if uid not in ("-", "0"):  # the host's mounts its owner cannot reach, named in its mountinfo (iso48)
+                detach_unreached()
             if os.path.isdir("/dev/mqueue"):  # the host's POSIX queues by path: this namespace's instead
                 check(libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", 2 | 4 | 8, None), "mqueue on /dev/mqueue")
             # In the new namespace (bindable), and with the owner's file-system identity: the agent resolved
             # them, but a component swapped for a symlink since then must not lead root where the owner
             # cannot reach (iso58: a directory under another owner's 0700 home bound into this /tmp).
             keep = as_owner_fs(lambda: [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]])
-            stand_in = os.open(hide["stand_in"], os.O_PATH) if hide["nodes"] else -1  # root's, mode 000, empty
             var = os.open(tmp["var"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) if tmp["var"] else -1
             lock = ((tmp["lock"].encode(), b"mode=1777,size=5m"),) if tmp.get("lock") else ()  # as Debian's (iso61)
             for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode()), *lock):
@@ -146,14 +174,21 @@ def main() -> None:
                 print(f"fairway: the host's other GPUs stay reachable ({e})", file=sys.stderr, flush=True)
         else:  # the other GPUs' device nodes: the stand-in over each, read-only (Slurm's ConstrainDevices)
             try:
-                for p in hide["nodes"]:
-                    if os.path.exists(p):  # else unreachable here already (under the private /tmp, or none)
-                        src = f"/proc/self/fd/{stand_in}".encode()
-                        check(libc.mount(src, p.encode(), None, 0x1000, None), f"hide {p}")  # MS_BIND
+                # The stand-in (root's, mode 000, empty) is a file of a tmpfs of the attempt's own, made on a
+                # new directory of its fresh /dev/shm and detached from it once bound: the attempt's
+                # mountinfo names it "/gpu" of "fairway-stand-in", not a path of the agent's (iso48).
+                nodes = [p for p in hide["nodes"] if os.path.exists(p)]  # else unreachable here already
+                if nodes:
+                    at = f"/dev/shm/.fairway-stand-in-{os.getpid()}"  # noqa: S108 -- its own fresh tmpfs
+                    os.mkdir(at, 0)
+                    check(libc.mount(b"fairway-stand-in", at.encode(), b"tmpfs", 2 | 4 | 8, b"size=4k"), "stand-in")
+                    os.close(os.open(f"{at}/gpu", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0))
+                    for p in nodes:
+                        check(libc.mount(f"{at}/gpu".encode(), p.encode(), None, 0x1000, None), f"hide {p}")  # MS_BIND
                         # MS_REMOUNT|MS_BIND|MS_RDONLY|MS_NOSUID|MS_NODEV|MS_NOEXEC
                         check(libc.mount(None, p.encode(), None, 0x20 | 0x1000 | 0xF, None), f"hide {p} read-only")
-                if stand_in >= 0:
-                    os.close(stand_in)
+                    check(libc.umount2(at.encode(), 2), "detach the stand-in's tmpfs")  # MNT_DETACH: its binds stay
+                    os.rmdir(at)
             except OSError as e:
                 refuse(f"cannot hide the host's other GPUs: {e}")
             if tmp.get("cgroup"):  # a cgroup namespace at the attempt's cgroups, a tree of those only (iso46)

@@ -16,13 +16,17 @@ The program reads ``struct bpf_cgroup_dev_ctx`` (``include/uapi/linux/bpf.h``): 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import logging
 import os
 import platform
+import signal
 import stat
 import struct
-from collections.abc import Collection, Iterable, Sequence
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 BPF_PROG_LOAD = 5
@@ -32,6 +36,8 @@ BPF_PROG_TYPE_CGROUP_DEVICE = 15
 BPF_CGROUP_DEVICE = 6
 BPF_F_ALLOW_MULTI = 2
 BPF_DEVCG_DEV_CHAR = 2
+
+log = logging.getLogger(__name__)
 
 _SYS_BPF = {"x86_64": 321, "aarch64": 280, "ppc64le": 361, "s390x": 351}
 _ATTR_SIZE = 128  # the syscall's union bpf_attr, zero past the fields used (the kernel checks)
@@ -151,6 +157,41 @@ def holders(held: Collection[Device], uid: int) -> dict[int, Device]:
             if int(entry) in found:
                 break
     return found
+
+
+def kill_device_holders(attempt_id: int, held: set[Device], uid: int, spared: Callable[[], set[int]]) -> None:
+    """Kill every process of ``uid`` that holds one of the ended attempt's GPUs' devices ``held`` (a
+    descriptor, or a mapping) but those ``spared`` (the processes of running attempts given one of
+    those GPUs, read again at each pass), and wait until each is dead (pid63, iso48,
+    docs/isolation.md): a descriptor passed out of the attempt over a Unix socket outlived it, and
+    with it the GPU, which goes to the next workload; a device filter or device cgroup checks opens
+    only. Each is logged as the attempt's."""
+    for _ in range(5):  # a holder may pass it on meanwhile: until none is left
+        given = spared()
+        found = {pid: dev for pid, dev in holders(held, uid).items() if pid not in given}
+        if not found:
+            return
+        for pid, (major, minor) in found.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            log.warning(
+                "attempt %d: killed process %d (uid %d), which held its GPU's device %d:%d past its end "
+                "(passed out of the attempt: docs/isolation.md)",
+                attempt_id, pid, uid, major, minor,
+            )  # fmt: skip
+        for _ in range(200):  # dead (a zombie has closed its files) before the end is reported
+            if not any(_alive(pid) for pid in found):
+                break
+            time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie: a zombie has closed its files)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line[stat_line.rfind(")") + 2 :][:1] not in ("Z", "X", "")
 
 
 def _bpf(cmd: int, attr: ctypes.Array[ctypes.c_char]) -> int:

@@ -28,13 +28,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agent.runtime import devices
 from agent.runtime.base import (
-    PEER_UID_CHECK,
     AttemptSpec,
     ExecError,
     ExecOutcome,
@@ -49,9 +50,11 @@ from agent.runtime.isolation import (
     Isolation,
     IsolationConfig,
     mount_problem,
+    mount_run_tmpfs,
     out_of_memory_message,
     stage_dirs_as,
     stop_then_kill_tree,
+    unmount_run_tmpfs,
     unstage,
 )
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
@@ -70,37 +73,8 @@ LABEL_WORKLOAD = "fairway.workload"
 RUN_DIR_IN_CONTAINER = "/run/fairway"
 
 
-NETNS_CONNECT = r"""
-import array, ctypes, os, socket, sys
-ns, port, uid, gid, shared = map(int, sys.argv[1:6])
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.setns(ns, 0x40000000) != 0:  # CLONE_NEWNET
-    sys.stderr.write("fail cannot enter the container's network namespace: " + os.strerror(ctypes.get_errno()))
-    sys.exit(125)
-os.close(ns)
-if uid >= 0:
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-errors = []
-for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-    try:
-        conn = socket.socket(family, socket.SOCK_STREAM)
-        conn.settimeout(10)
-        conn.connect((address, port))
-        break
-    except OSError as e:
-        errors.append(e)
-else:
-    sys.stderr.write("refused " + (errors[0].strerror or str(errors[0])))
-    sys.exit(111)
-PEER_UID_CHECK
-if shared and (problem := peer_uid_problem(conn, family, address, port)):  # the host's network (brk62)
-    sys.stderr.write("refused " + problem)
-    sys.exit(111)
-socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
-""".replace("PEER_UID_CHECK\n", PEER_UID_CHECK)
-"""A forwarded connection (``fairway port-forward``) into a container, run as ``python -I -c
+NETNS_CONNECT = Path(__file__).with_name("netns_connect.py")
+"""A forwarded connection (``fairway port-forward``) into a container, run as ``python -I
 NETNS_CONNECT NS PORT UID GID SHARED`` by the agent with a Unix socket as its stdin: it enters the
 container's network namespace (NS: a descriptor of ``/proc/<pid>/ns/net`` of its first process),
 takes the container's user (UID -1: the agent's own), connects to 127.0.0.1 (else ::1) there and
@@ -293,8 +267,10 @@ class DockerRuntime(StoredRuntime):
         log_max_bytes: int = 64 * 1024 * 1024,
         pull: bool = True,
         isolation: Isolation | None = None,
+        gpu_nodes: Mapping[int, str] | None = None,
     ) -> None:
         super().__init__(state_dir, log_max_bytes)
+        self.gpu_nodes = dict(gpu_nodes or {})  # each GPU's device node by index: swept at a container's end
         # None: the image's own user (the library default of tests); the agent passes its own.
         self.isolation = isolation or Isolation(IsolationConfig(mode="agent", allow_root=True, cgroup="off"))
         if docker is None:
@@ -320,6 +296,8 @@ class DockerRuntime(StoredRuntime):
                 await asyncio.to_thread(unstage, staging)
         for record in self.store.load_all():
             self._records[record.attempt_id] = record
+            if record.state != "running":  # one that an agent that died at its end left mounted
+                await asyncio.to_thread(unmount_run_tmpfs, self.store.run_dir(record.attempt_id))
         containers = await asyncio.to_thread(self.client.containers.list, all=True, filters={"label": LABEL_ATTEMPT})
         found: dict[int, Any] = {}
         for container in containers:
@@ -357,6 +335,7 @@ class DockerRuntime(StoredRuntime):
                 self.store.save(record)
                 log.info("attempt %d: never started (the agent restarted during its start)", record.attempt_id)
             elif record.state == "running" and record.attempt_id not in found:
+                unmount_run_tmpfs(self.store.run_dir(record.attempt_id))
                 self._finish(record, None, None)
                 log.info("attempt %d: its container is gone (exit code unknown)", record.attempt_id)
         self.prune()
@@ -398,6 +377,13 @@ class DockerRuntime(StoredRuntime):
         if ident.switch:
             os.chown(run_dir, os.geteuid(), ident.gid)
             os.chmod(run_dir, 0o750)  # noqa: S103 -- the attempt's group reads its notice
+        if self.isolation.is_root:  # its mountinfo names no path of the agent's (iso48)
+            try:
+                unmount_run_tmpfs(run_dir)  # one left by an agent that died: not stacked
+                st = run_dir.stat()
+                mount_run_tmpfs(run_dir, st.st_uid, st.st_gid, st.st_mode & 0o777)
+            except OSError as exc:  # the directory itself, as before
+                log.warning("attempt %d: no tmpfs on its run directory: %s", spec.attempt_id, exc)
         kwargs = container_spec(
             spec,
             run_dir,
@@ -407,12 +393,15 @@ class DockerRuntime(StoredRuntime):
             network=self.isolation.config.container_network,
             log_max_bytes=self.log_max_bytes,
         )
+        if ident.switch:
+            record.uid = ident.uid  # whose processes its GPUs' sweep looks at when it ends (iso48)
         self._records[spec.attempt_id] = record
         self.store.save(record)  # before the container exists: a restarted agent finds one or the other
         try:
             container = await asyncio.to_thread(self._create_and_start, kwargs)
         except (DockerException, OSError) as exc:
             await asyncio.to_thread(self._remove_by_name, container_name(spec.attempt_id))
+            unmount_run_tmpfs(run_dir)
             del self._records[spec.attempt_id]
             self._fail(record, f"cannot start container: {str(exc).splitlines()[0][:500]}")
         record.started_mono = monotonic_s()
@@ -492,7 +481,7 @@ class DockerRuntime(StoredRuntime):
         try:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-I", "-c", NETNS_CONNECT, str(ns), str(port), str(uid), str(gid), str(shared),
+                    sys.executable, "-I", str(NETNS_CONNECT), str(ns), str(port), str(uid), str(gid), str(shared),
                     stdin=theirs.fileno(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                     env={"PATH": "/usr/bin:/bin"}, pass_fds=(ns,),
                 )  # fmt: skip
@@ -652,10 +641,47 @@ class DockerRuntime(StoredRuntime):
                 log.warning("attempt %d: lost track of container %s: %s", record.attempt_id, container.short_id, exc)
             if self._closed.is_set():
                 return
+            self._reclaim_gpus(record)  # before its end is reported: its GPUs go on
             self._remove(container)
+            unmount_run_tmpfs(self.store.run_dir(record.attempt_id))
             loop.call_soon_threadsafe(self._exited, record, code, finished, oom)
 
         threading.Thread(target=follow, name=f"attempt-{record.attempt_id}", daemon=True).start()
+
+    def _reclaim_gpus(self, record: AttemptRecord) -> None:
+        """Kill every process of the ended container's user that still holds one of its GPUs'
+        devices outside a running container given that GPU (iso48; the process runtime's since
+        pid63, docs/isolation.md): a descriptor the container passed out over a Unix socket in a
+        shared mount (to another container of its owner, or the owner's login) outlived it, and with
+        it the GPU, which goes to the next workload; the engine's device cgroup checks opens only.
+        The container's own processes are gone with its PID namespace. Root's holders (NVML, the
+        engine's hooks, ``nvidia-persistenced``) and the agent's own uid are never swept."""
+        uid = record.uid
+        indices = [i for i in record.gpu_indices if i in self.gpu_nodes]
+        if uid is None or uid == 0 or uid == os.geteuid() or not indices or not self.isolation.is_root:
+            return
+        theirs = set(devices.char_devices(self.gpu_nodes[i] for i in indices))
+
+        def given() -> set[int]:  # the processes of running containers given one of those GPUs (shared)
+            namespaces = set()
+            for other in list(self._records.values()):
+                if other.attempt_id == record.attempt_id or other.state != "running":
+                    continue
+                if theirs & set(
+                    devices.char_devices(self.gpu_nodes[i] for i in other.gpu_indices if i in self.gpu_nodes)
+                ):
+                    with contextlib.suppress(DockerException, OSError, ValueError, TypeError):
+                        state = self.client.containers.get(container_name(other.attempt_id)).attrs.get("State") or {}
+                        if int(state.get("Pid") or 0) > 0:  # its processes, exec'd ones too: its PID namespace
+                            namespaces.add(os.stat(f"/proc/{int(state['Pid'])}/ns/pid").st_ino)
+            pids = set()
+            for entry in os.listdir("/proc") if namespaces else ():
+                with contextlib.suppress(OSError):
+                    if entry.isdigit() and os.stat(f"/proc/{entry}/ns/pid").st_ino in namespaces:
+                        pids.add(int(entry))
+            return pids
+
+        devices.kill_device_holders(record.attempt_id, theirs, uid, given)
 
     def _exited(self, record: AttemptRecord, code: int | None, finished_wall: float | None, oom: str = "") -> None:
         future = self._exits.pop(record.attempt_id, None)

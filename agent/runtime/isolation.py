@@ -986,6 +986,33 @@ def unstage(staging: Path) -> None:
         staging.rmdir()
 
 
+RUN_TMPFS = "fairway-run"
+"""The source name of a container's run directory's tmpfs (:func:`mount_run_tmpfs`), as its
+``mountinfo`` shows it."""
+
+
+def mount_run_tmpfs(run_dir: Path, uid: int, gid: int, mode: int) -> None:
+    """Mount a small tmpfs of the attempt's own on its run directory ``run_dir`` (root ``uid:gid``,
+    ``mode``; nosuid, nodev, noexec), which the engine binds at ``/run/fairway``: a bind's root is
+    printed in the container's ``mountinfo`` as the bound directory's path within its file system,
+    and ``<state>/attempts/<id>.d`` named the agent's state directory (iso48); a tmpfs's is ``/``.
+    :func:`unmount_run_tmpfs` removes it once the container is gone (the engine's bind holds on).
+
+    Raises:
+        OSError: the mount failed (e.g. an agent without ``CAP_SYS_ADMIN``).
+    """
+    opts = f"size=64k,nr_inodes=64,mode={mode:o},uid={uid},gid={gid}"
+    _libc_mount_call("mount", RUN_TMPFS.encode(), os.fsencode(run_dir), b"tmpfs", 2 | 4 | 8, opts.encode())
+
+
+def unmount_run_tmpfs(run_dir: Path) -> None:
+    """Unmount :func:`mount_run_tmpfs`'s tmpfs from ``run_dir``, if one is there (also one that an
+    agent that died left); never follows a symlink."""
+    with contextlib.suppress(OSError):
+        if not run_dir.is_symlink() and os.path.ismount(run_dir):
+            _libc_mount_call("umount2", os.fsencode(run_dir), _MNT_DETACH | 8)  # UMOUNT_NOFOLLOW
+
+
 def usable_by_others(path: str) -> bool:
     """Whether an unprivileged account of its own could run the program ``path`` (e.g. the Python
     of a development checkout under a 0700 home is not): the demo and e2e tests ask this."""

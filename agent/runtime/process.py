@@ -32,7 +32,6 @@ from typing import NoReturn
 from agent.runtime import devices
 from agent.runtime.attempt_init import TMP_FALLBACK
 from agent.runtime.base import (
-    PEER_UID_CHECK,
     AttemptSpec,
     ExecError,
     ExecOutcome,
@@ -121,7 +120,7 @@ ATTEMPT_INIT = Path(__file__).with_name("attempt_init.py")
 
 
 # The one-shot command of an ``exec`` (docs/jobs.md, "Run a command in a running workload"), run as
-# ``python -I -c _EXEC_WRAPPER FD STATUS MNT IPC CGROUP PID UID GID GROUPS COMMAND...`` by the agent
+# ``python -I EXEC_WRAPPER FD STATUS MNT IPC CGROUP PID UID GID GROUPS COMMAND...`` by the agent
 # (its user, a fixed environment) with stdout and stderr pipes to the agent. The agent puts it into the
 # attempt's cgroups before its go, so pids.max, the device filter and the attempt's stop cover it. It
 # reads "1" and a JSON payload from FD, enters the attempt's IPC, cgroup and mount namespaces (MNT, IPC,
@@ -145,156 +144,10 @@ ATTEMPT_INIT = Path(__file__).with_name("attempt_init.py")
 # fallback) it forks before the switch (in the PID namespace, once entered: a subreaper outside it would
 # not get the orphans there) and stays, as the agent's user, the subreaper of the command, killing what
 # the command left behind when it ends (brk59); a hangup (``SIGHUP``) it passes on to the command.
-_EXEC_WRAPPER = r"""
-import ctypes, fcntl, json, os, signal, sys, termios, time
-fd, status, mnt, ipc, cgns, pid, uid, gid, groups, cmd = *map(int, sys.argv[1:7]), *sys.argv[7:10], sys.argv[10:]
-chunks = []
-while chunk := os.read(fd, 1 << 16):
-    chunks.append(chunk)
-os.close(fd)
-go = b"".join(chunks)
-if go[:1] != b"1":
-    sys.exit(125)
-go = json.loads(go[1:])
-if go.get("connect"):  # imported as root: the owner may not read the agent's Python
-    import array, socket
-PEER_UID_CHECK
-libc = ctypes.CDLL(None, use_errno=True)
-def check(r, what):
-    if r != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"{what}: {os.strerror(e)}")
-def kids():
-    table = {}
-    for e in os.listdir("/proc"):
-        if e.isdigit():
-            try:
-                t = open(f"/proc/{e}/stat").read()
-            except OSError:
-                continue
-            table.setdefault(int(t[t.rfind(")") + 2:].split()[1]), []).append(int(e))
-    out, todo = [], [os.getpid()]
-    while todo:
-        for c in table.get(todo.pop(), []):
-            out.append(c); todo.append(c)
-    return out
-def own_terminal():  # the session's controlling terminal, the command's own as login's: /dev/tty opens for it
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    if uid != "-":  # (the agent opened it as root)
-        os.fchown(0, int(uid), -1)
-def hang_up(child):  # a terminal's hangup (exec_tty's close) is the command's
-    try:
-        os.kill(child, signal.SIGHUP)
-    except OSError:
-        pass
-def reap(child):  # the command's end: what it left behind is killed, then its exit code is ours
-    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-    for _ in range(200):
-        if not (left := kids()):
-            break
-        for p in left:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.005)
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
-    sys.exit(128 - code if code < 0 else code)
-try:
-    if go.get("tty") and pid < 0:  # an interactive session's terminal (stdin, stdout, stderr): its controlling one
-        own_terminal()
-    for ns, what in ((ipc, "IPC"), (cgns, "cgroup"), (pid, "PID"), (mnt, "mount")):
-        if ns >= 0:
-            check(libc.setns(ns, 0), f"enter the attempt's {what} namespace")
-            os.close(ns)
-    if pid >= 0:
-        # The PID namespace is its children's (pidns61): this stays outside, the command's parent (its
-        # exit code is ours), as the agent's user; the agent's stop signals the command itself.
-        check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")
-        if (child := os.fork()) != 0:
-            os.close(status)
-            for s in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(s, lambda *_: None)
-            signal.signal(signal.SIGHUP, lambda *_: hang_up(child))  # as the reaper's, below
-            code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-            os._exit(128 - code if code < 0 else code)
-        if go.get("tty"):  # a session of its own in the namespace: a shell's process groups are all seen there
-            os.setsid()
-            own_terminal()
-    if go["scope"]:
-        libc.syscall.restype = ctypes.c_long
-        attr = (ctypes.c_uint64 * 3)(0, 0, 1 | 2)
-        rfd = libc.syscall(ctypes.c_long(444), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))
-        if rfd < 0:
-            check(-1, "landlock_create_ruleset")
-        check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
-        os.close(rfd)
-    if go["reap"]:
-        # No cgroup (the process-tree fallback): nothing would find what the command leaves behind
-        # (a setsid daemon), so this stays its subreaper, as the agent's user (the command, as its
-        # owner, cannot kill it), and kills what is left when the command ends.
-        check(libc.prctl(36, 1, 0, 0, 0), "subreaper")  # PR_SET_CHILD_SUBREAPER
-        check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")
-        if (child := os.fork()) != 0:
-            os.close(status)  # the command's own copy says how its setup went
-            # a terminal's hangup (exec_tty's close) is the command's: passed on, its end ends this
-            signal.signal(signal.SIGHUP, lambda *_: os.kill(child, signal.SIGHUP))
-            reap(child)
-    if os.geteuid() == 0:
-        c = 0
-        while (r := libc.prctl(23, c, 0, 0, 0)) >= 0:
-            if r and not go["caps"] >> c & 1:
-                check(libc.prctl(24, c, 0, 0, 0), f"drop capability {c}")
-            c += 1
-        head, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
-        check(libc.capget(head, data), "capget")
-        data[2] &= go["caps"] & 0xFFFFFFFF
-        data[5] &= go["caps"] >> 32
-        check(libc.capset(head, data), "capset")
-        check(libc.prctl(47, 4, 0, 0, 0), "clear the ambient capabilities")
-    if uid != "-":
-        os.setgroups([int(g) for g in groups.split(",") if g])
-        os.setresgid(int(gid), int(gid), int(gid))
-        os.setresuid(int(uid), int(uid), int(uid))
-        check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")
-    os.chdir(go["cwd"])  # as the attempt's identity, as the attempt's wrapper enters it (iso58)
-    check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")  # after the switch, which clears it
-    os.umask(0o022)
-except OSError as e:
-    os.write(status, ("fail " + str(e))[:4000].encode(errors="replace"))
-    os._exit(125)
-if go.get("connect"):  # fairway port-forward: its connection, made here, handed to the agent on fd 0
-    errors = []
-    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-        try:  # no getaddrinfo: it would look up the idna codec, which the owner may not read
-            conn = socket.socket(family, socket.SOCK_STREAM)
-            conn.settimeout(10)
-            conn.connect((address, go["connect"]))
-            break
-        except OSError as e:
-            errors.append(e)
-    else:
-        os.write(status, ("refused " + (errors[0].strerror or str(errors[0])))[:4000].encode(errors="replace"))
-        os._exit(111)
-    if problem := peer_uid_problem(conn, family, address, go["connect"]):
-        os.write(status, ("refused " + problem).encode(errors="replace"))
-        os._exit(111)
-    socket.send_fds(socket.socket(fileno=0), [b"1"], [conn.fileno()])
-    os._exit(0)
-os.set_inheritable(status, False)
-for s in signal.valid_signals():  # an ignored signal stays ignored across exec: Python's SIGPIPE and
-    if s not in (signal.SIGKILL, signal.SIGSTOP) and signal.getsignal(s) == signal.SIG_IGN:  # SIGXFSZ,
-        signal.signal(s, signal.SIG_DFL)  # a nohup'd agent's SIGHUP; the command's are its own, as the attempt's
-try:
-    os.execvpe(cmd[0], cmd, go["env"])
-except OSError as e:
-    print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
-    os._exit(127 if isinstance(e, FileNotFoundError) else 126)
-""".replace("PEER_UID_CHECK\n", PEER_UID_CHECK)
+EXEC_WRAPPER = Path(__file__).with_name("exec_wrapper.py")
+"""The exec wrapper's file (:mod:`agent.runtime.exec_wrapper`): run by path, as :data:`ATTEMPT_INIT`
+(iso48: its whole source was its command line, ``-c``, world-readable on the host and, from its fork
+to the command's exec, in the attempt's PID namespace)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1004,7 +857,7 @@ class ProcessRuntime(StoredRuntime):
         connect: int | None = None,
     ) -> tuple[asyncio.subprocess.Process, int]:
         """Start ``command`` in the running attempt ``attempt_id`` as its processes run
-        (:data:`_EXEC_WRAPPER`: its cgroups, joined before its go, namespaces, Landlock scope,
+        (:data:`EXEC_WRAPPER`: its cgroups, joined before its go, namespaces, Landlock scope,
         capability bounds, identity, environment, directory; without a cgroup its wrapper stays its
         subreaper, brk59); ``tty``: its stdin, stdout and stderr are a pseudo-terminal's, made its
         controlling terminal; ``connect``: no command, a connection to that port instead (its
@@ -1062,7 +915,7 @@ class ProcessRuntime(StoredRuntime):
         status_fd, status_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-c", _EXEC_WRAPPER, str(read_fd), str(status_w), str(mnt), str(ipc),
+                sys.executable, "-I", str(EXEC_WRAPPER), str(read_fd), str(status_w), str(mnt), str(ipc),
                 str(cgns), str(pid), *ctx.ids, *command,
                 stdin=stdin, stdout=stdout, stderr=stderr,
                 env=WRAPPER_ENV, start_new_session=True, pass_fds=(read_fd, status_w, *ns_fds),
@@ -1107,7 +960,7 @@ class ProcessRuntime(StoredRuntime):
 
     async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
         """Run ``command`` in the running attempt ``attempt_id`` as its processes run
-        (:data:`_EXEC_WRAPPER`): its cgroups, namespaces, identity, environment, directory."""
+        (:data:`EXEC_WRAPPER`): its cgroups, namespaces, identity, environment, directory."""
         proc, status_fd = await self._spawn_exec(
             attempt_id, command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
@@ -1205,7 +1058,7 @@ class ProcessRuntime(StoredRuntime):
 
     async def connect_port(self, attempt_id: int, port: int) -> socket.socket:
         """A TCP connection to ``port`` on 127.0.0.1 as the running attempt ``attempt_id`` sees it,
-        made by the exec wrapper (:data:`_EXEC_WRAPPER`, payload ``connect``) in the attempt's
+        made by the exec wrapper (:data:`EXEC_WRAPPER`, payload ``connect``) in the attempt's
         cgroups and namespaces as its owner, and handed back here over a Unix socket (SCM_RIGHTS)."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -1370,28 +1223,18 @@ class ProcessRuntime(StoredRuntime):
         theirs = self._gpu_devices(record.gpu_indices) if self.isolation.is_root else set()
         if uid is None or uid == 0 or uid == os.geteuid() or not theirs:
             return
-        given: set[int] = set()  # the processes of running attempts given one of those GPUs (shared)
-        for other in list(self._records.values()):
-            if other.attempt_id == record.attempt_id or other.state != "running" or other.pid is None:
-                continue
-            if theirs & self._gpu_devices(other.gpu_indices):
-                given.update(cgroup_pids(Path(other.cgroup)) if other.cgroup else [other.pid, *descendants(other.pid)])
-        for _ in range(5):  # a holder may pass it on meanwhile: until none is left
-            found = {pid: dev for pid, dev in devices.holders(theirs, uid).items() if pid not in given}
-            if not found:
-                return
-            for pid, (major, minor) in found.items():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                log.warning(
-                    "attempt %d: killed process %d (uid %d), which held its GPU's device %d:%d past its end "
-                    "(passed out of the attempt: docs/isolation.md)",
-                    record.attempt_id, pid, uid, major, minor,
-                )  # fmt: skip
-            for _ in range(200):  # dead (a zombie has closed its files) before the end is reported
-                if all(proc_start_time(pid) is None for pid in found):
-                    break
-                time.sleep(0.01)
+
+        def given() -> set[int]:  # the processes of running attempts given one of those GPUs (shared)
+            pids: set[int] = set()
+            for other in list(self._records.values()):
+                if other.attempt_id == record.attempt_id or other.state != "running" or other.pid is None:
+                    continue
+                if theirs & self._gpu_devices(other.gpu_indices):
+                    cg = Path(other.cgroup) if other.cgroup else None
+                    pids.update(cgroup_pids(cg) if cg else [other.pid, *descendants(other.pid)])
+            return pids
+
+        devices.kill_device_holders(record.attempt_id, theirs, uid, given)
 
     def _watch(self, record: AttemptRecord) -> None:
         task = asyncio.get_running_loop().create_task(self._wait_exit(record), name=f"attempt-{record.attempt_id}")
