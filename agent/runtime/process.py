@@ -188,17 +188,13 @@ ROOT_CAPS_MASK = sum(1 << c for c in ROOT_CAPS)
 """:data:`ROOT_CAPS` as the wrappers' bit mask (their payload's ``caps``)."""
 
 
-GPU_STAND_IN = "gpu-stand-in"
-"""The file (in the state directory: root's, mode 000, empty) that the wrapper of a root agent
-bind-mounts, read-only, over the device node of each GPU of the host the attempt was not given."""
-
-
-def gpu_hide_payload(gpu_nodes: Mapping[int, str], indices: Collection[int], stand_in: Path) -> dict[str, object]:
-    """What the wrapper hides: the device nodes of the GPUs of ``gpu_nodes`` (index → node) not in
-    ``indices`` (the attempt's), less any that is also one of the attempt's; and the stand-in."""
+def gpu_hide_payload(gpu_nodes: Mapping[int, str], indices: Collection[int]) -> dict[str, object]:
+    """What the wrapper of a root agent hides: the device nodes of the GPUs of ``gpu_nodes`` (index →
+    node) not in ``indices`` (the attempt's), less any that is also one of the attempt's. It binds,
+    read-only, an empty mode-000 file of a tmpfs of the attempt's own over each (attempt_init, iso48)."""
     own = {gpu_nodes[i] for i in indices if i in gpu_nodes}
     nodes = sorted({p for i, p in gpu_nodes.items() if i not in indices} - own)
-    return {"nodes": nodes, "stand_in": str(stand_in)}
+    return {"nodes": nodes}
 
 
 def denied_devices(gpu_nodes: Mapping[int, str], indices: Collection[int]) -> list[devices.Device]:
@@ -206,18 +202,6 @@ def denied_devices(gpu_nodes: Mapping[int, str], indices: Collection[int]) -> li
     any that is also one of the attempt's own (by another node name): what its cgroup refuses."""
     own = set(devices.char_devices(gpu_nodes[i] for i in indices if i in gpu_nodes))
     return [d for d in devices.char_devices(p for i, p in gpu_nodes.items() if i not in indices) if d not in own]
-
-
-def make_stand_in(path: Path) -> None:
-    """Make ``path`` an empty file of mode 000 (the agent's, root's): what hides a GPU's node.
-    Opening it is refused to every user; a root workload (CAP_DAC_OVERRIDE) opens an empty file,
-    read-only (the bind is), never the device."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0)
-    try:
-        os.ftruncate(fd, 0)
-        os.fchmod(fd, 0)
-    finally:
-        os.close(fd)
 
 
 def private_tmp_payload(
@@ -582,7 +566,7 @@ class ProcessRuntime(StoredRuntime):
         if ident.switch:
             os.chown(tmpdir, ident.uid, ident.gid)
         tmp: dict[str, object] | None = None
-        hide = gpu_hide_payload(self.gpu_nodes, spec.gpu_indices, self.store.state_dir / GPU_STAND_IN)
+        hide = gpu_hide_payload(self.gpu_nodes, spec.gpu_indices)
         if self.isolation.is_root:
             own_nodes = [self.gpu_nodes[i] for i in spec.gpu_indices if i in self.gpu_nodes]
             keep = [workdir or os.getcwd(), str(run_dir), executable, *(m.host_path for m in spec.mounts), *own_nodes]
@@ -594,12 +578,6 @@ class ProcessRuntime(StoredRuntime):
             record.var_tmp = str(var_tmp or "")  # removed when the attempt ends, or with a failed start
             tmp = private_tmp_payload(spec, keep, tmpdir, var_tmp)
             tmp["proc"] = not self.isolation.proc  # a /proc of its own (iso61)
-            if hide["nodes"]:
-                try:
-                    make_stand_in(self.store.state_dir / GPU_STAND_IN)
-                except OSError as exc:
-                    shutil.rmtree(tmpdir, ignore_errors=True)
-                    self._fail(record, f"cannot hide the host's other GPUs: {exc}")
         elif "TMPDIR" not in spec.env:
             env["TMPDIR"] = str(tmpdir)
         exit_path = self.store.exit_path(spec.attempt_id)

@@ -673,10 +673,10 @@ PROBE = (
 
 def test_the_nodes_to_hide_are_the_other_gpus_less_any_the_attempt_holds() -> None:
     nodes = {0: "/dev/nvidia0", 1: "/dev/nvidia1", 2: "/dev/nvidia3", 3: "/dev/nvidia2", 4: "/dev/nvidia0"}
-    payload = gpu_hide_payload(nodes, [0, 1, 7], Path("/s/gpu-stand-in"))
-    assert payload == {"nodes": ["/dev/nvidia2", "/dev/nvidia3"], "stand_in": "/s/gpu-stand-in"}
-    assert gpu_hide_payload(nodes, [0, 1, 2, 3, 4], Path("/s"))["nodes"] == []
-    assert gpu_hide_payload({}, [0], Path("/s"))["nodes"] == []
+    payload = gpu_hide_payload(nodes, [0, 1, 7])
+    assert payload == {"nodes": ["/dev/nvidia2", "/dev/nvidia3"]}
+    assert gpu_hide_payload(nodes, [0, 1, 2, 3, 4])["nodes"] == []
+    assert gpu_hide_payload({}, [0])["nodes"] == []
 
 
 @needs_root
