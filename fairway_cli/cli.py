@@ -644,10 +644,23 @@ def cmd_login(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_logout(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    Api(config.server, config.token, escape=not args.json).call("POST", "auth/logout/", body={})
+    """A password login's token, made for this machine, is deleted on the server; a personal token
+    (``login --token``, made on the tokens page for scripts and other machines too) is only
+    forgotten here: deleting it stopped every other use of it (tryout48)."""
+    api = Api(config.server, config.token, escape=not args.json)
+    current = next((t for t in api.call("GET", "tokens/") if t.get("current")), None)
+    personal = current is not None and current.get("kind") == "personal"
+    if not personal:
+        api.call("POST", "auth/logout/", body={})
     config.token = ""
     config.save()
-    out.write("logged out (the token was deleted on the server)\n")
+    if personal:
+        out.write(
+            f"logged out here; the personal token {current['name']} still works on {config.server} for whoever "
+            f"holds it (revoke it on {config.server}/tokens/)\n"
+        )
+    else:
+        out.write("logged out (the token was deleted on the server)\n")
     return EXIT_OK
 
 
@@ -2981,7 +2994,11 @@ def build_parser() -> argparse.ArgumentParser:
         " standard input, or asks for it without echo on a terminal: `--token TOKEN` shows the token to every"
         " user of this machine (the process list)",
     )
-    add("logout", cmd_logout, "delete the saved token on the server")
+    add(
+        "logout",
+        cmd_logout,
+        "forget the saved token here; a password login's is also deleted on the server, a personal token kept there",
+    )
     add("whoami", cmd_whoami, "who am I, and my budgets")
 
     p = add("submit", cmd_submit, "submit a workload: flags, a YAML spec (-f), or both (flags win)")

@@ -97,6 +97,8 @@ class ClusterAdmin(AdminIdsMixin, admin.ModelAdmin):
     list_display = ["name", "host_count", "gpu_count", "allow_root_workloads", "description"]
     search_fields = ["name"]
     actions = ["create_join_token"]
+    # Written by the estimates run only: an operator adding a cluster was offered it to fill in (tryout48).
+    readonly_fields = ["estimated_at"]
 
     def has_join_permission(self, request: HttpRequest) -> bool:
         """A join token lets a machine join the cluster (and run its users' work): it needs the

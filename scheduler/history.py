@@ -584,7 +584,10 @@ def parse_sacct(
         elif budget is None:
             here.append(f"no leaf budget for Account {v['Account']!r}")
         if v["User"] not in users:
-            here.append(f"no user {v['User']!r}")
+            here.append(  # what to do too: a lab moving from Slurm has none of its users yet (tryout48)
+                f"no user {v['User']!r}: each Slurm User needs a Fairway user of that name "
+                "(admin → Users → Add, or their first single sign-on login)"
+            )
         note_room = UsageEntry._meta.get_field("note").max_length - len(SACCT_NOTE.format(job="", user=""))
         if len(job) + len(v["User"]) > note_room:  # cut, the note no longer names the job: a second import doubled it
             here.append(f"JobID and User are {len(job) + len(v['User'])} characters, at most {note_room} together")

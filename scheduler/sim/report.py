@@ -18,12 +18,17 @@ def plotting_available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def _f(x: Any, nd: int = 3) -> str:
+def figure_text(x: Any, nd: int = 3) -> str:
+    """A figure of the report as report.md and the command's summary lines write it: "–" where
+    there is none (no saturated budget-week, no job of the class), a float to ``nd`` places."""
     if x is None:
         return "–"
     if isinstance(x, float):
         return f"{x:.{nd}f}"
     return str(x)
+
+
+_f = figure_text
 
 
 def _pct(x: float | None) -> str:

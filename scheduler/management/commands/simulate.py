@@ -116,12 +116,15 @@ class Command(BaseCommand):
             report = simulate(config, policies, factory)
         except (TraceError, BudgetFileError, SimulationError) as exc:
             raise CommandError(f"nothing written: {exc}") from None
+        from scheduler.sim.report import figure_text
+
         for r in report["policies"]:
             a = r["attainment"]
+            p90 = r["wait_hours"][">8"]["p90"]  # None (no job of more than 8 GPUs): "–", as report.md (tryout48)
             self.stdout.write(
                 f"{r['policy']:16} occupancy {r['occupancy']:.3f} (alloc {r['occupancy_allocated']:.3f})"
-                f"  attainment min/mean {a['saturated_min']}/{a['saturated_mean']}"
-                f"  p90 wait >8 {r['wait_hours']['>8']['p90']} h"
+                f"  attainment min/mean {figure_text(a['saturated_min'])}/{figure_text(a['saturated_mean'])}"
+                f"  p90 wait >8 {figure_text(p90)}{'' if p90 is None else ' h'}"
                 f"  preemptions {r['preemptions']}  violations {r['protected_work_violations']}"
                 f"  {r['sim_days_per_wall_minute']} days/min"
             )

@@ -1,0 +1,62 @@
+"""tryout48: ``fairway login --token - < token.txt`` then ``fairway logout`` deleted the personal
+token on the server ("logged out (the token was deleted on the server)"): the token made on the
+tokens page for scripts, which CI and other machines still used, stopped working everywhere. A
+logout forgets a personal token here and keeps it on the server (revoking it is the tokens page's
+act); a password login's token, made for this machine alone, is deleted on the server as before."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+from rest_framework.test import APIClient
+
+from fairway_cli.cli import EXIT_AUTH, EXIT_OK, main
+from tests.conftest import PASSWORD
+
+
+@pytest.fixture
+def cli(live_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("FAIRWAY_URL", live_server.url)
+    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
+
+    def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+    return run
+
+
+def _works(token: str) -> bool:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client.get("/api/v1/me/").status_code == 200
+
+
+def test_logout_of_a_personal_token_keeps_it_on_the_server(cli, researcher, cluster, api_client_for, live_server):
+    made = api_client_for(researcher).post("/api/v1/tokens/", {"name": "ci"}, format="json").json()
+    assert cli("login", "--token", "-", stdin=made["token"] + "\n")[0] == EXIT_OK
+
+    code, out, err = cli("logout")
+
+    assert (code, err) == (EXIT_OK, "")
+    assert _works(made["token"])  # CI's copy still works
+    assert out == (
+        f"logged out here; the personal token ci still works on {live_server.url} for whoever holds it "
+        f"(revoke it on {live_server.url}/tokens/)\n"
+    )
+    assert cli("whoami")[0] == EXIT_AUTH  # forgotten here
+
+
+def test_logout_of_a_password_login_deletes_its_token(cli, researcher, cluster, tmp_path):
+    assert cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
+    token = json.loads((tmp_path / "config.json").read_text())["token"]
+
+    code, out, _err = cli("logout")
+
+    assert (code, out) == (EXIT_OK, "logged out (the token was deleted on the server)\n")
+    assert not _works(token)
