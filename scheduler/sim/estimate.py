@@ -42,7 +42,10 @@ pass the screen answered with ready starts ends there, with no confirming pass
 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
-passes those workloads (``running``; without them such work is not requeued). A workload holding
+passes those workloads (``running``; without them such work is not requeued), and names the
+snapshot's attempts already stopping whose workloads run again once released (``requeued``:
+preempted, drained, a GPU fault, a lost host; not a ``timeout`` or a cancel), requeued the same
+way at their release (est48). A workload holding
 a reservation is never estimated later than its reservation's start plus the grace: its room
 counts from its victims' release (:func:`cap_by_reservations`).
 
