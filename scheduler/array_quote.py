@@ -10,7 +10,7 @@ submission instant and consecutive sequence numbers. Nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -73,12 +73,14 @@ def array_quote(
     max_runtime_s: int | None = None,
     budget_s: float = ARRAY_QUOTE_BUDGET_S,
     waits: bool = False,
+    requeued: Iterable[str] = (),
 ) -> ArrayQuote:
     """Quote ``members`` members like ``member`` (the quote's hypothetical workload with the user's
     own ``M``), at most ``limit`` running at once, on ``snap``; ``waits``: its ``after`` work has
     not ended, so no member has a start and each is priced funded (as a quote line then is:
     :func:`scheduler.sim.estimate.quote`'s ``waits``), and no simulation runs (``searched_until``: the
-    window's end). Pure: reads only its arguments."""
+    window's end). ``running``, ``limits`` and ``requeued`` as for the lines (the forward
+    simulation's). Pure: reads only its arguments."""
     from scheduler.sim.estimate import forward_found, protected_charge
 
     ids = member_ids(members, limit)
@@ -104,6 +106,7 @@ def array_quote(
             only=ids,
             running=running,  # type: ignore[arg-type]
             limits=own_limits,
+            requeued=requeued,
         )
     starts = sorted(found[wid] for wid in ids if wid in found)
     charged = sum(protected_charge(m, m.id in unfunded) for m in added)

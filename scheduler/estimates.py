@@ -170,6 +170,26 @@ def wall_time_limits(snap: object, index: Any = None) -> dict[str, int]:
     return {str(pk): int(limit) for pk, limit in rows}
 
 
+def requeued_attempts(snap: object, index: Any = None) -> frozenset[str]:
+    """The snapshot's stopping attempts (ids) whose workloads run again once released (a preemption,
+    a drain, a GPU fault, a lost host, a gang part's failure with retries left:
+    :func:`scheduler.stop_rules.runs_again`, DESIGN.md §4): the forward simulation requeues them
+    at their release with their original submission, as the live system does (est48: it dropped
+    them, and later work of their budget was estimated to start in their place). As the snapshot
+    read them where it was read ``simulated`` (``SnapshotIndex.requeued``), else one query."""
+    from scheduler.stop_rules import runs_again
+
+    if index is not None and index.requeued is not None:
+        return index.requeued
+    ids = [int(a.id) for a in snap.attempts if a.stopping and a.id.isdigit()]  # type: ignore[attr-defined]
+    rows = Attempt.objects.filter(pk__in=ids).values_list(
+        "id", "stop_reason", "workload__retries", "workload__retries_used"
+    )
+    return frozenset(
+        str(pk) for pk, reason, retries, used in rows if runs_again(reason or "", retries_left=used < retries)
+    )
+
+
 @dataclass(slots=True)
 class StoredEstimate:
     """A pending workload's estimate as stored: what :func:`store_estimates` compares, changes and
@@ -228,6 +248,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
         running=running_workloads(snap, index),
         limits=wall_time_limits(snap, index),
         stored=stored,
+        requeued=requeued_attempts(snap, index),
     )
     complete = reached >= snap.now + snap.window
     changed: list[EstimateRow] = []
@@ -693,6 +714,7 @@ def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None
         grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
         running=running_workloads(snap),
         limits=wall_time_limits(snap),
+        requeued=requeued_attempts(snap),
         max_runtime_s=workload.max_runtime_s,
         waits=waits,
     )
@@ -838,6 +860,7 @@ def do_quote(
         grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
         running=running_workloads(snap, index),
         limits=wall_time_limits(snap, index),
+        requeued=requeued_attempts(snap, index),
         waits=bool(terms.waits_for),  # no start: priced funded, never unfunded (docs/estimates.md "Quotes")
     )
     lines = [

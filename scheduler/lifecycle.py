@@ -1990,6 +1990,7 @@ def settle_dependencies(cluster_id: int, now: datetime) -> list[int]:
         pending_reason="",
         pending_detail={},
         estimated_start=None,
+        estimate_unfunded=False,
         updated_at=now,
     )
     WorkloadEvent.objects.bulk_create(

@@ -1234,7 +1234,7 @@ def cancel_workload(actor: User, workload: Workload) -> tuple[Workload, bool]:
             locked.finished_at = now
             locked.pending_reason = ""
             locked.pending_detail = {}
-            locked.estimated_start = None
+            locked.estimated_start, locked.estimate_unfunded = None, False
             locked.save(
                 update_fields=[
                     "state",
@@ -1242,6 +1242,7 @@ def cancel_workload(actor: User, workload: Workload) -> tuple[Workload, bool]:
                     "pending_reason",
                     "pending_detail",
                     "estimated_start",
+                    "estimate_unfunded",
                     "updated_at",
                 ]
             )
@@ -1579,7 +1580,7 @@ def _update_once(
             fields["budget_id"] = checked.budget.pk
         scheduled = not SCHEDULED_FIELDS.isdisjoint(diff)
         if scheduled:  # judged on the old request: the next tick judges the new one
-            fields.update(estimated_start=None, no_start_found=False)
+            fields.update(estimated_start=None, no_start_found=False, estimate_unfunded=False)
             if not (locked.hold and locked.pending_reason == PendingReason.HELD):
                 fields.update(pending_reason="", pending_detail={})  # a held one still says held (try46)
         Workload.objects.filter(pk=pk).update(**fields, spec_version=locked.spec_version + 1, updated_at=now)
@@ -1873,9 +1874,9 @@ def hold_workload(actor: User, workload: Workload) -> tuple[Workload, bool]:
         now = timezone.now()
         GPU.objects.filter(nominated_for=locked).update_in_id_order(nominated_for=None)
         locked.hold, locked.held_at, locked.held_by = kind, now, actor
-        locked.estimated_start = None
+        locked.estimated_start, locked.estimate_unfunded = None, False  # no estimate, nor any part of one
         locked.spec_version += 1  # a tick whose snapshot read it unheld starts nothing for it
-        update = ["hold", "held_at", "held_by", "estimated_start", "spec_version", "updated_at"]
+        update = ["hold", "held_at", "held_by", "estimated_start", "estimate_unfunded", "spec_version", "updated_at"]
         if locked.pending_reason not in (PendingReason.UNSCHEDULABLE, PendingReason.DEPENDENCY):
             locked.pending_reason, locked.pending_detail = PendingReason.HELD, {"hold": kind}
             update += ["pending_reason", "pending_detail"]
@@ -1899,8 +1900,17 @@ def do_release_workload(actor: User, workload: Workload) -> Workload:
         locked.spec_version += 1  # a tick whose snapshot read it held leaves its reason to the next
         # An estimates run while it was held found no start (nothing starts held work there): that
         # answer said "No start within the next 7 days" once it was released (try50); forgotten, as an update does
-        locked.estimated_start, locked.no_start_found = None, False
-        update = ["hold", "held_at", "held_by", "estimated_start", "no_start_found", "spec_version", "updated_at"]
+        locked.estimated_start, locked.no_start_found, locked.estimate_unfunded = None, False, False
+        update = [
+            "hold",
+            "held_at",
+            "held_by",
+            "estimated_start",
+            "no_start_found",
+            "estimate_unfunded",
+            "spec_version",
+            "updated_at",
+        ]
         if locked.pending_reason == PendingReason.HELD and "hold" in (locked.pending_detail or {}):
             locked.pending_reason, locked.pending_detail = "", {}
             update += ["pending_reason", "pending_detail"]

@@ -95,6 +95,9 @@ class SnapshotIndex:
     # read with their rows (``scheduler.estimates.running_workloads``, ``wall_time_limits``)
     running: dict[str, p.Workload] | None = None
     limits: dict[str, int] | None = None
+    # the snapshot's stopping attempts whose workloads run again on release (``stop_rules.runs_again``:
+    # preempted, drained, ...), by attempt id: the forward simulation requeues them (est48)
+    requeued: frozenset[str] | None = None
 
     def pk_of(self) -> Callable[[str], int]:
         """The function from the policy's workload id to the workload's pk (a plain ``int`` live)."""
@@ -390,7 +393,7 @@ def _load_snapshot(
         )
         group_limits = {str(g): (lim, holding.get(g, 0)) for g, lim in sorted(capped_groups.items())}
     if limits is not None:
-        index.running, index.limits = _running_facts(attempt_rows, index, group_limits, limits)
+        index.running, index.limits, index.requeued = _running_facts(attempt_rows, index, group_limits, limits)
 
     if caps:  # DESIGN.md §3.7, the rule stated once (scheduler/policy/caps.py)
         if cap_sums is None:
@@ -770,6 +773,9 @@ _RUNNING_FIELDS = (
     "workload__seq",
     "workload__group_id",
     "workload__max_runtime_s",
+    "stop_reason",
+    "workload__retries",
+    "workload__retries_used",
 )
 """What a simulated snapshot reads more of each open attempt's workload (:func:`_running_facts`)."""
 
@@ -779,13 +785,17 @@ def _running_facts(
     index: SnapshotIndex,
     group_limits: Mapping[str, tuple[int, int]],
     limits: dict[str, int],
-) -> tuple[dict[str, p.Workload], dict[str, int]]:
-    """A simulated snapshot's ``SnapshotIndex.running`` and ``limits``: the workloads of its open
-    attempts (those it kept, ``index.attempts``) as policy workloads, by :func:`policy_workload` as
-    every workload, with their original submission time and sequence number, and with their array
-    group where the snapshot caps it (``group_limits``); their wall-time limits added to
-    ``limits`` (the pending ones' already there)."""
+) -> tuple[dict[str, p.Workload], dict[str, int], frozenset[str]]:
+    """A simulated snapshot's ``SnapshotIndex.running``, ``limits`` and ``requeued``: the workloads
+    of its open attempts (those it kept, ``index.attempts``) as policy workloads, by
+    :func:`policy_workload` as every workload, with their original submission time and sequence
+    number, and with their array group where the snapshot caps it (``group_limits``); their
+    wall-time limits added to ``limits`` (the pending ones' already there); the stopping attempts
+    whose workloads run again on release (:func:`scheduler.stop_rules.runs_again`)."""
+    from scheduler.stop_rules import runs_again
+
     running: dict[str, p.Workload] = {}
+    requeued: set[str] = set()
     for (
         aid,
         wid,
@@ -803,9 +813,14 @@ def _running_facts(
         seq,
         g,
         limit,
+        stop_reason,
+        retries,
+        retries_used,
     ) in attempt_rows:
         if aid not in index.attempts:
             continue
+        if index.attempts[aid].stopping and runs_again(stop_reason or "", retries_left=retries_used < retries):
+            requeued.add(str(aid))
         key = str(wid)
         group = str(g) if g is not None and str(g) in group_limits else None
         running[key] = policy_workload(
@@ -813,7 +828,7 @@ def _running_facts(
         )
         if limit is not None:
             limits[key] = int(limit)
-    return running, limits
+    return running, limits, frozenset(requeued)
 
 
 def _pk_in(model: Any, column: str, ids: list[int]) -> Q | RawSQL:

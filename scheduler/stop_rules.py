@@ -29,6 +29,18 @@ def requeue_count(requeue_ends: int, start_failures: int) -> int:
     return requeue_ends + min(start_failures, MAX_START_FAILURES)
 
 
+def runs_again(stop_reason: str, *, retries_left: bool = False) -> bool:
+    """Whether the workload of an attempt stopped for ``stop_reason`` runs again once the attempt
+    ends (returns to pending, original submission kept: DESIGN.md §4): a requeue
+    (:data:`REQUEUE_REASONS`), a failed start's requeue, a gang part's ``failed`` with retries
+    left (``retries_left``). Not after a stop that ends the workload: ``canceled``, ``timeout``,
+    a gang part's own ``succeeded``, ``failed`` without retries left. The forward simulation
+    requeues a snapshot's stopping attempt by it (``scheduler.snapshot``, est48)."""
+    if stop_reason in REQUEUE_REASONS or stop_reason == FAILED_TO_START:
+        return True
+    return stop_reason == "failed" and retries_left
+
+
 def cancel_replaces(stop_reason: str | None, *, retries_left: bool = False) -> bool:
     """Whether a user's cancel replaces the stop already issued to an attempt (``stop_reason``;
     None or empty: no stop yet, the cancel is the stop).
@@ -39,6 +51,4 @@ def cancel_replaces(stop_reason: str | None, *, retries_left: bool = False) -> b
     left (``retries_left``: ``retries_used < retries``). A stop that ends the workload keeps its
     reason: ``canceled``, ``timeout`` (brk37: it was relabelled ``canceled``), a gang part's own
     ``succeeded``, or ``failed`` without retries left."""
-    if not stop_reason or stop_reason in REQUEUE_REASONS or stop_reason == FAILED_TO_START:
-        return True
-    return stop_reason == "failed" and retries_left
+    return not stop_reason or runs_again(stop_reason, retries_left=retries_left)

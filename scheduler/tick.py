@@ -332,6 +332,7 @@ def _apply_starts(
         pending_detail={},
         estimated_start=None,
         no_start_found=False,
+        estimate_unfunded=False,
         estimate_told=None,  # requeued, it is judged afresh from its first estimate then
     )
     if updated != len(still_pending):  # the rows are locked: this cannot happen short of a bug
@@ -596,11 +597,17 @@ class ReasonRow(NamedTuple):
     """the workload's ``spec_version`` the reason was judged on: an updated one keeps its cleared reason"""
     arrival: bool = False
     """it had no reason yet (new or requeued since the last tick)"""
+    wait_moved: bool = False
+    """it moved into or out of a wait no forward simulation ends (held, unschedulable, an ``after``
+    list: not :func:`~scheduler.estimates.estimable`): the estimates of other work counted it as
+    starting or not, and its own is cleared or due (est48: a budget's release asked for none)"""
 
 
 def _changed_reasons(pending: dict[str, p.PendingInfo], index: SnapshotIndex) -> list[ReasonRow]:
     """The reasons of ``pending`` that differ from those the snapshot read, by pk: the rows
     :func:`_apply_pending` writes, which :func:`_lock_workloads` locks with the tick's others."""
+    from scheduler.estimates import estimable
+
     changed: list[ReasonRow] = []
     pk_of = index.pk_of()
     for wid_s, info in pending.items():
@@ -610,7 +617,8 @@ def _changed_reasons(pending: dict[str, p.PendingInfo], index: SnapshotIndex) ->
         reason, detail = str(info.reason), dict(info.detail)
         before = index.pending_reason[wid]
         if before != (reason, detail):
-            changed.append(ReasonRow(wid, reason, detail, index.pending_version.get(wid, 0), not before[0]))
+            moved = bool(before[0]) and estimable(*before) != estimable(reason, detail)
+            changed.append(ReasonRow(wid, reason, detail, index.pending_version.get(wid, 0), not before[0], moved))
     changed.sort(key=lambda r: r.pk)  # rows are taken in one order, as everywhere else
     return changed
 
@@ -620,9 +628,10 @@ def _apply_pending(changed: list[ReasonRow], started: set[int]) -> int:
     :func:`_lock_workloads`) but those of the workloads started, and only while still pending
     with the request the snapshot read (a cancel or an update committed since the snapshot keeps
     its cleared reason).
-    Returns how many of them had no reason yet (new or requeued since the last tick)."""
+    Returns how many of them had no reason yet (new or requeued since the last tick) or moved into
+    or out of a wait no estimate ends (``ReasonRow.wait_moved``): each asks for estimates."""
     changed = [r for r in changed if r.pk not in started]
-    arrivals = sum(r.arrival for r in changed)
+    arrivals = sum(r.arrival or r.wait_moved for r in changed)
     if not changed:
         return 0
     if connection.vendor == "postgresql":
@@ -658,7 +667,7 @@ def _clear_estimates(changed: list[ReasonRow]) -> None:
     waiting = [r.pk for r in changed if not estimable(r.reason, r.detail)]
     if waiting:
         Workload.objects.filter(pk__in=waiting, state=Workload.State.PENDING, estimated_start__isnull=False).update(
-            estimated_start=None
+            estimated_start=None, estimate_unfunded=False
         )
 
 

@@ -385,7 +385,7 @@ class MemoryBackend:
         snap = self.e.snapshot()
         running = {a.workload: self.e.workloads[a.workload].as_pending() for a in self.e.attempts.values()}
         limits = {wid: w.max_runtime for wid, w in self.e.workloads.items() if w.max_runtime is not None}
-        found = estimate_starts(snap, grace=self.e.grace, running=running, limits=limits)
+        found = estimate_starts(snap, grace=self.e.grace, running=running, limits=limits, requeued=self.e.requeued())
         return {wid: t - snap.now for wid, t in found.items()}
 
     def describe_last(self) -> list[str]:

@@ -27,7 +27,7 @@ from scheduler.policy import (
 )
 from scheduler.policy.usage import UsageLedger
 from scheduler.sim.kept import PendingViews, WorkloadBook
-from scheduler.stop_rules import cancel_replaces
+from scheduler.stop_rules import cancel_replaces, runs_again
 
 _WORKLOAD_VIEW_FIELDS = frozenset(
     ("id", "budget", "gpus", "model", "min_runtime", "submitted_at", "seq", "cpus", "memory", "view")
@@ -216,6 +216,12 @@ class Engine:
         """Put an already-running attempt in place (scenario setup)."""
         self.workloads[w.id] = w
         return self._open_attempt(w, gpus, allocated=w.min_runtime > 0, started_at=started_at)
+
+    def requeued(self) -> set[str]:
+        """The open attempts stopping for a reason after which their workloads run again
+        (:func:`scheduler.stop_rules.runs_again`: preempted, drained, ...): what the forward
+        simulation requeues at their release (``estimate.forward``'s ``requeued``, est48)."""
+        return {a.id for a in self.attempts.values() if a.stop_reason is not None and runs_again(a.stop_reason)}
 
     # ------------------------------------------------------------- snapshot
     def snapshot(self) -> Snapshot:

@@ -42,7 +42,10 @@ pass the screen answered with ready starts ends there, with no confirming pass
 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
-passes those workloads (``running``; without them such work is not requeued). A workload holding
+passes those workloads (``running``; without them such work is not requeued), and names the
+snapshot's attempts already stopping whose workloads run again once released (``requeued``:
+preempted, drained, a GPU fault, a lost host; not a ``timeout`` or a cancel), requeued the same
+way at their release (est48). A workload holding
 a reservation is never estimated later than its reservation's start plus the grace: its room
 counts from its victims' release (:func:`cap_by_reservations`).
 
@@ -464,6 +467,7 @@ class Forward:
         running: Mapping[str, Workload] | None = None,
         limits: Mapping[str, int] | None = None,
         end: int | None = None,
+        requeued: Iterable[str] = (),
     ) -> None:
         self.base = replace(snap, with_reasons=False)
         self.merge_from = (snap.now + snap.window if end is None else end) - snap.window
@@ -569,8 +573,10 @@ class Forward:
         members holding GPUs, counted by the starts and releases of its known members'
         attempts (:meth:`_hold`; the plain count: :func:`group_holding`). Never changed, only
         replaced, so snapshots that hold it keep what they were given."""
-        self.requeue: set[str] = set()
-        """Attempts the simulation stopped: their workloads return to pending on release."""
+        self.requeue: set[str] = {a.id for a in snap.attempts if a.stopping} & set(requeued)
+        """Attempts whose workloads return to pending on release: those the simulation stopped, and
+        the snapshot's stopping attempts named ``requeued`` (a stop after which the workload runs
+        again, DESIGN.md §4: preempted, drained, ...; est48), with their workloads in ``running``."""
         self.limits: Mapping[str, int] = limits or {}
         self.ends: dict[str, int] = {}
         """Attempt id → the instant its wall-time limit stops it (timeout: not requeued)."""
@@ -1051,6 +1057,7 @@ def estimate_starts(
     only: Iterable[str] | None = None,
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
+    requeued: Iterable[str] = (),
 ) -> dict[str, int]:
     """Pending workload id → estimated start (epoch seconds) for those that start within ``horizon``.
 
@@ -1061,8 +1068,20 @@ def estimate_starts(
     Workloads holding a reservation in the first pass are capped by its start plus ``grace``. ``running``: the
     workloads of the snapshot's attempts (id → workload), requeued when the simulation preempts them.
     ``limits``: wall-time limits (workload id → seconds) at which the simulation stops attempts.
+    ``requeued``: the snapshot's stopping attempts whose workloads run again on their release
+    (requeued there with their original submission, as the live system does; their workloads in
+    ``running``).
     """
-    return forward(snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only, running=running, limits=limits)[0]
+    return forward(
+        snap,
+        grace=grace,
+        horizon=horizon,
+        budget_s=budget_s,
+        only=only,
+        running=running,
+        limits=limits,
+        requeued=requeued,
+    )[0]
 
 
 def forward(
@@ -1075,6 +1094,7 @@ def forward(
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
     stored: Mapping[str, int | float] | None = None,
+    requeued: Iterable[str] = (),
 ) -> tuple[dict[str, int], int]:
     """:func:`estimate_starts` and the simulated instant it reached: the horizon's end when the
     search was complete, earlier when ``budget_s`` ran out (a workload not found may then still
@@ -1082,7 +1102,15 @@ def forward(
     reserved start), which cap the estimates as the first pass's do (:func:`cap_by_reservations`;
     neither where a cap moves first: :meth:`Forward.reservation_stands`)."""
     found = forward_found(
-        snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only, running=running, limits=limits, stored=stored
+        snap,
+        grace=grace,
+        horizon=horizon,
+        budget_s=budget_s,
+        only=only,
+        running=running,
+        limits=limits,
+        stored=stored,
+        requeued=requeued,
     )
     return found.starts, found.reached
 
@@ -1110,10 +1138,11 @@ def forward_found(
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
     stored: Mapping[str, int | float] | None = None,
+    requeued: Iterable[str] = (),
 ) -> Found:
     """:func:`forward`, with which of its starts are unfunded (:class:`Found`)."""
     with fewer_young_collections():
-        return _forward(snap, grace, horizon, budget_s, only, running, limits, stored)
+        return _forward(snap, grace, horizon, budget_s, only, running, limits, stored, requeued)
 
 
 def _forward(
@@ -1125,10 +1154,11 @@ def _forward(
     running: Mapping[str, Workload] | None,
     limits: Mapping[str, int] | None,
     stored: Mapping[str, int | float] | None,
+    requeued: Iterable[str] = (),
 ) -> Found:
     horizon = snap.window if horizon is None else horizon
     end = snap.now + horizon
-    fw = Forward(snap, grace, running, limits, end)
+    fw = Forward(snap, grace, running, limits, end, requeued)
     wanted = {w for w in (fw.pending if only is None else set(only) & set(fw.pending)) if fw.may_start(w)}
     # CPU seconds of this thread, not wall-clock: on a loaded machine (or beside the ticks of the
     # embedded mode) a wall-clock budget would cut the simulation short at random.
@@ -1207,6 +1237,7 @@ def quote(
     limits: Mapping[str, int] | None = None,
     horizon: int | None = None,
     waits: bool = False,
+    requeued: Iterable[str] = (),
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: the start the forward simulation of ``snap`` with
@@ -1231,7 +1262,14 @@ def quote(
     else:
         left = deadline - time.thread_time()
         starts = quote_starts(
-            snap, variants, grace=grace, horizon=horizon, budget_s=left, running=running, limits=limits
+            snap,
+            variants,
+            grace=grace,
+            horizon=horizon,
+            budget_s=left,
+            running=running,
+            limits=limits,
+            requeued=requeued,
         )
     out = []
     for w, found in zip(variants, starts, strict=True):
@@ -1250,6 +1288,7 @@ def quote_starts(
     budget_s: float = QUOTE_BUDGET_S,
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
+    requeued: Iterable[str] = (),
 ) -> list[QuoteStart]:
     """For each of ``variants`` (workloads not in ``snap``, all of one id, differing in ``M``):
     its estimate in the forward simulation of ``snap`` with it added (as :func:`forward` with
@@ -1269,7 +1308,7 @@ def quote_starts(
     horizon = snap.window if horizon is None else horizon
     end = snap.now + horizon
     deadline = time.thread_time() + budget_s
-    shared = Forward(snap, grace, running, limits, end)
+    shared = Forward(snap, grace, running, limits, end, requeued)
     shared.scheduler = IncrementalScheduler()  # every field of each pass: the probe compares reservations
     tree = shared.tree
     out: dict[int, QuoteStart] = {}

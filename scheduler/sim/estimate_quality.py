@@ -130,7 +130,13 @@ class EstimatingSim(TraceSim):
             }
         t = time.process_time()
         found, reached = forward(
-            snap, grace=self.grace, budget_s=self.sampling.budget_s, only=waiting, running=running, limits=limits
+            snap,
+            grace=self.grace,
+            budget_s=self.sampling.budget_s,
+            only=waiting,
+            running=running,
+            limits=limits,
+            requeued=self.requeued(),
         )
         self.cpu_s += time.process_time() - t
         self.runs += 1

@@ -37,6 +37,7 @@ def reference_estimates(
     running: Mapping[str, Workload] | None = None,
     only: Iterable[str] | None = None,
     limits: Mapping[str, int] | None = None,
+    requeued: Iterable[str] = (),
 ) -> dict[str, int]:
     limits = limits or {}
     now = snap.now
@@ -54,7 +55,8 @@ def reference_estimates(
     cap_records = list(snap.cap_records)
     under_caps = cap_members(snap.caps, snap.budgets)
     nominations = dict(snap.nominations)
-    requeue: set[str] = set()
+    # the snapshot's stopping attempts whose workloads run again on release (est48), then those it stops
+    requeue: set[str] = {a.id for a in snap.attempts if a.stopping} & set(requeued)
     started: dict[str, int] = {}
     first: Decisions | None = None
 

@@ -92,6 +92,65 @@ def test_estimates_equal_the_every_second_oracle(seed: int) -> None:
     assert fast == slow, f"seed {seed}"
 
 
+def requeued_for(seed: int, s: Snapshot) -> set[str]:
+    """Some of the snapshot's stopping attempts, as those stopped for a reason after which their
+    workloads run again (preempted, drained, ...: ``stop_rules.runs_again``), the others as stopped
+    for good (timeout, cancel)."""
+    rnd = random.Random(seed ^ 0x48)
+    return {a.id for a in s.attempts if a.stopping and rnd.random() < 0.7}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+@example(10)  # seeds where the requeue moves an estimate (8 of the first 200)
+@example(11)
+@example(70)
+def test_stopping_work_requeued_at_its_release_equals_the_every_second_oracle(seed: int) -> None:
+    """est48: a stopping attempt named ``requeued`` comes back to pending at its release, with its
+    original submission and a fresh attempt (protection and wall-time limit) when it starts again."""
+    s, running, grace = small_state(seed)
+    limits = limits_for(seed, s, running)
+    requeued = requeued_for(seed, s)
+    fast = estimate_starts(
+        s, grace=grace, horizon=HORIZON, running=running, budget_s=1e9, limits=limits, requeued=requeued
+    )
+    slow = reference_estimates(s, grace=grace, horizon=HORIZON, running=running, limits=limits, requeued=requeued)
+    assert fast == slow, f"seed {seed}"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8]))
+@example(10, 1)
+@example(70, 2)
+def test_shared_quote_variants_with_requeued_stopping_work_equal_one_forward_simulation_each(
+    seed: int, gpus: int
+) -> None:
+    """est48: the quote's shared simulation requeues stopping work as the estimate does."""
+    s, running, grace = small_state(seed)
+    limits = limits_for(seed, s, running)
+    requeued = requeued_for(seed, s)
+    rnd = random.Random(seed)
+    budget = rnd.choice([b.key for b in s.budgets if b.parent is not None])
+    seq = max((w.seq for w in s.pending), default=0) + 1
+    variants = [Workload(QUOTE_ID, budget, gpus, "H100", m, s.now, seq) for m in (0, 600, 7200)]
+    horizon = 4 * HORIZON
+    shared = quote_starts(
+        s, variants, grace=grace, horizon=horizon, budget_s=1e9, running=running, limits=limits, requeued=requeued
+    )
+    for w, (start, reached, _unfunded) in zip(variants, shared, strict=True):
+        found, plain_reached = forward(
+            replace(s, pending=[*s.pending, w]),
+            grace=grace,
+            horizon=horizon,
+            budget_s=1e9,
+            only=[QUOTE_ID],
+            running=running,
+            limits=limits,
+            requeued=requeued,
+        )
+        assert (start, reached) == (found.get(QUOTE_ID), plain_reached), f"seed {seed}, M {w.min_runtime}"
+
+
 def test_capped_members_freed_by_a_siblings_limit_equal_the_oracle() -> None:
     """est31: the random states in which a member waiting on its group's full %N cap starts in
     the simulation (a sibling's wall-time limit or preemption frees its slot) are rare among the

@@ -181,3 +181,51 @@ def test_an_embedded_worker_forgets_the_markers_too(one_gpu):
     _boot_worker(None)
     assert tasks.request_estimates(cluster.pk)
     assert sent == [(cluster.pk,), (cluster.pk,)]
+
+
+def _run_estimates(sent: list[tuple], settings) -> None:
+    """Run the estimates asked for (single flight: one asked and not run keeps later asks off)."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "ESTIMATE_MIN_GAP_S": 0}
+    while sent:
+        tasks.estimate_starts.fn(*sent.pop())
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_a_budgets_hold_or_release_asks_for_estimates(one_gpu, researcher, org_tree, settings, hold):
+    """est48: a tick that moves pending work into or out of a wait no forward simulation ends (here
+    its budget's hold) asks for estimates: other work's estimates counted that work as starting (or
+    not), and the released work read "Not known yet" until the clock's interval (60 s)."""
+    from accounts.services import do_add_membership
+    from budgets.services import do_set_hold
+
+    cluster, sent = one_gpu
+    _submit(researcher, org_tree, cluster, "first", max_runtime_s=3600)
+    tasks.tick.fn(cluster.pk)
+    _run_estimates(sent, settings)
+    do_add_membership(researcher, org_tree["nlp/tulu"])
+    tulu = org_tree["nlp/tulu"]
+    if not hold:
+        do_set_hold(tulu, True)
+    other = do_submit_workload(
+        researcher,
+        name="other",
+        budget=tulu,
+        cluster=cluster,
+        gpu_model="H100",
+        gpu_count=1,
+        image="",
+        command=["true"],
+        env={},
+        min_runtime_s=600,
+    )
+    tasks.tick.fn(cluster.pk)
+    _run_estimates(sent, settings)
+    other.refresh_from_db()
+    assert (other.pending_reason == "held") is not hold
+
+    do_set_hold(tulu, hold)
+    tasks.tick.fn(cluster.pk)
+
+    other.refresh_from_db()
+    assert (other.pending_reason == "held") is hold
+    assert sent == [(cluster.pk,)]
