@@ -46,7 +46,6 @@ from scheduler import execs
 from scheduler.exec_session import AttemptStreamConsumer, frame_json
 from scheduler.gateway import agent_db
 
-
 CHECK_VALUES = 'check is true (the checks only, counted), "again" (the checks only, not counted) or false.'
 """The refusal of a first frame's ``check`` of another value (brk48)."""
 

@@ -31,7 +31,10 @@ def test_a_forms_all_is_refused_and_true_deletes_every_token(researcher) -> None
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {used}")
     assert client.post("/api/v1/auth/logout/", {"all": "true"}).status_code == 400  # multipart, as curl -F
-    assert client.post("/api/v1/auth/logout/", "all=true", content_type="application/x-www-form-urlencoded").status_code == 400
+    assert (
+        client.post("/api/v1/auth/logout/", "all=true", content_type="application/x-www-form-urlencoded").status_code
+        == 400
+    )
     assert AuthToken.objects.filter(user=researcher).count() == 2
     assert client.post("/api/v1/auth/logout/", {"all": True}, format="json").status_code == 204
     assert not AuthToken.objects.filter(user=researcher).exists()
