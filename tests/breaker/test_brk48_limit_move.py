@@ -48,6 +48,12 @@ def test_a_move_into_a_budget_with_a_lower_limit_is_refused(manager, manager_cli
     _refused(response, 2, "budget nlp/olmo's submission limit per user")
     assert set(Workload.objects.values_list("budget_id", flat=True)) == {tulu.pk}
     assert not Workload.objects.filter(events__kind="updated").exists()
+    # another change naming its own budget (the edit form posts it) is no move: taken past the limit
+    _budget_limit(tulu, 1)
+    resized = manager_client.patch(
+        f"/api/v1/workloads/{first.pk}/", {"budget": "nlp/tulu", "gpu_count": 2}, format="json"
+    )
+    assert resized.status_code == 200 and resized.json()["gpu_count"] == 2, resized.content
     # within the limit a move is taken, as a submission would be
     Workload.objects.exclude(pk=first.pk).delete()
     moved = manager_client.patch(f"/api/v1/workloads/{first.pk}/", {"budget": "nlp/olmo"}, format="json")
