@@ -719,6 +719,9 @@ def _submission(args: argparse.Namespace, api: Api, *, quote: bool = False) -> d
             if len(text) > MAX_SPEC_CHARS:
                 raise CliError(EXIT_USAGE, f"the spec {args.file} is longer than {MAX_SPEC_CHARS:,} characters")
             spec = strict_yaml.load(text)
+            if isinstance(spec, dict) and (line := strict_yaml.env_number_line(text)) is not None:
+                # brk48: BUILD: 1_000 ran as "1000" (the server sees the number only)
+                raise CliError(EXIT_USAGE, f"the spec {args.file}: {strict_yaml.ENV_NUMBER_TEXT.format(line=line)}")
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: {exc}") from None
         except RecursionError:  # thousands of nested "[": a traceback

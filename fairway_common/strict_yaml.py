@@ -158,3 +158,32 @@ def compose(text: str) -> yaml.Node | None:
         elif isinstance(node, yaml.SequenceNode):
             todo.extend(node.value)
     return root
+
+
+INT_TAG = "tag:yaml.org,2002:int"
+
+ENV_NUMBER_TEXT = (
+    "line {line}: an env value YAML reads as a number written otherwise (1_000 is 1000, +1 is 1) "
+    "loses its written form: quote it"
+)
+"""The refusal of :func:`env_number_line`'s value, the web's spec and ``fairway submit -f`` alike (brk48)."""
+
+
+def env_number_line(text: str) -> int | None:
+    """The line of the first value of a workload spec's ``env`` (``NAME: V`` or ``NAME: {value: V}``)
+    that YAML reads as an integer whose written form is not its decimal text (``1_000``, ``+1``,
+    ``-0``), or None: the value would run as ``"1000"``, its written form lost, where a decimal
+    number (``3.10``) is refused for that by the server (brk30), which sees the number only
+    (brk48). ``text``: a document :func:`load` read."""
+    root = compose(text)
+    if not isinstance(root, yaml.MappingNode):
+        return None
+    for key, env in root.value:
+        if not (isinstance(key, yaml.ScalarNode) and key.value == "env" and isinstance(env, yaml.MappingNode)):
+            continue
+        for _name, value in env.value:
+            if isinstance(value, yaml.MappingNode):
+                value = next((v for k, v in value.value if isinstance(k, yaml.ScalarNode) and k.value == "value"), None)
+            if isinstance(value, yaml.ScalarNode) and value.tag == INT_TAG and str(scalar(value)) != value.value:
+                return int(value.start_mark.line) + 1
+    return None

@@ -335,7 +335,10 @@ def token_user(header: str) -> Any:
     try:
         user, _token = FairwayTokenAuthentication().authenticate_credentials(words[1].encode())
     except AuthenticationFailed as exc:
-        raise _refuse("authentication_failed", str(exc.detail), 401) from None
+        # the API's code (brk48: an expired token, ``token_expired``, read "authentication_failed"
+        # and the CLI said "not logged in" where the API's refusal says to log in again)
+        code = exc.get_codes()
+        raise _refuse(code if isinstance(code, str) else "authentication_failed", str(exc.detail), 401) from None
     return user
 
 

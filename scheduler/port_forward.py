@@ -46,6 +46,9 @@ from scheduler import execs
 from scheduler.exec_session import AttemptStreamConsumer, frame_json
 from scheduler.gateway import agent_db
 
+CHECK_VALUES = 'check is true (the checks only, counted), "again" (the checks only, not counted) or false.'
+"""The refusal of a first frame's ``check`` of another value (brk48)."""
+
 
 @agent_db
 def _port_target(user: Any, data: Any, counted: bool) -> execs.PortTarget:
@@ -68,6 +71,9 @@ class PortForwardConsumer(AttemptStreamConsumer):
         check = data.pop("check", False) if isinstance(data, dict) else False
         # true: the forward's check before it listens, its one count in FAIRWAY_THROTTLE_EXEC;
         # "again": a later one (why it ended: cli46), not counted, as its connections are not
+        if not (check is True or check is False or check == "again"):
+            # brk48: "yes", 1, null ... opened a connection where the frame asked for its checks only
+            raise ServiceError("invalid_check", "check", CHECK_VALUES, status=400)
         self.check_only = check is True or check == "again"
         return await _port_target(self.user, data, check is True)
 

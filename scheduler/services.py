@@ -722,11 +722,21 @@ def _check_submitted_limit(owner: User, adding: int, limit: int, source: str = S
     """Refuse (``too_many_submitted``, 429) a submission of ``adding`` workloads that would give
     ``owner`` more than ``limit`` pending + running ones (Slurm's MaxSubmitJobs; its reason
     QOSMaxSubmitJobPerUserLimit). ``source`` names where ``limit`` comes from: the setting, or the
-    budget's own limit (thr47). Run under the user's submission lock (:func:`_lock_chain`)."""
+    budget's own limit (thr47). ``adding`` 0: a pending workload's move into the budget, judged as a
+    submission there with the moved one among those held (brk48). Run under the user's submission
+    lock (:func:`_lock_chain`)."""
     held = submitted_count(owner.pk, limit + 1)
     if held + adding <= limit:
         return
     held_text = f"more than {limit:,} workloads" if held > limit else f"{held:,} workload{'s' * (held != 1)}"
+    if adding == 0:
+        raise SubmissionError(
+            SUBMIT_LIMIT_CODE,
+            "budget",
+            f"You have {held_text} pending or running, this one included; one user may have at most {limit:,} "
+            f"({source}), so it cannot move there. Cancel some, or move it when some have ended.",
+            status=429,
+        )
     what = "this workload" if adding == 1 else f"this array of {adding:,}"
     raise SubmissionError(
         SUBMIT_LIMIT_CODE,
@@ -736,6 +746,20 @@ def _check_submitted_limit(owner: User, adding: int, limit: int, source: str = S
         "Cancel some, or submit again when some have ended.",
         status=429,
     )
+
+
+def _submitted_limit_of(owner: User, budget: Budget, given: int | None = None) -> tuple[int, str]:
+    """The most pending + running workloads ``owner`` may hold when submitting to ``budget`` (the
+    tree's row) and where that number comes from (a refusal's words): ``given`` (a trace replay's
+    own), else the budget's own limit, else the setting (``budgets.rules.submitted_limit``); 0, none
+    (superusers have none). One reading for a submission and a move (brk48)."""
+    if owner.is_superuser:
+        return 0, SUBMIT_LIMIT_SETTING
+    if given is not None:
+        return given, SUBMIT_LIMIT_SETTING
+    own = budget.max_submitted_per_user  # the tree's copy: a save of the budget forgets it
+    limit = budget_submitted_limit(own, settings.FAIRWAY["MAX_SUBMITTED_PER_USER"])
+    return limit, (f"budget {budget.path}'s submission limit per user" if own is not None else SUBMIT_LIMIT_SETTING)
 
 
 def _is_image_reference(image: str) -> bool:
@@ -1026,10 +1050,7 @@ def do_submit_workload(
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
         member = None if owner.is_superuser else (owner.pk, ancestor_ids(the_budget, tree))
-        setting = settings.FAIRWAY["MAX_SUBMITTED_PER_USER"]
-        budget_limit = the_budget.max_submitted_per_user  # the tree's copy: a save of the budget forgets it
-        limit = budget_submitted_limit(budget_limit, setting) if submitted_limit is None else submitted_limit
-        limit = 0 if owner.is_superuser else limit
+        limit, source = _submitted_limit_of(owner, the_budget, submitted_limit)
         archived, drawn, still_member = _share_lock_budget(the_budget.pk, member, serialize=bool(limit))
         if placed := submission_problem(the_budget.path, has_children=False, archived=archived):
             raise SubmissionError(*placed)  # budget_archived: archived since the tree was read
@@ -1037,8 +1058,6 @@ def do_submit_workload(
             path = Budget.objects.get(pk=the_budget.pk).path  # where it is now (moved: not the tree's path)
             raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=path))
         if limit:  # after the lock: a statement of its own, so it sees the user's other submissions committed
-            own = submitted_limit is None and budget_limit is not None  # the budget's number, not the setting's
-            source = f"budget {the_budget.path}'s submission limit per user" if own else SUBMIT_LIMIT_SETTING
             _check_submitted_limit(owner, len(jobs.indices), limit, source)
         locked = copy.copy(the_budget)  # the tree's row (shared by the process's requests: not changed)
         now = timezone.now()
@@ -1557,11 +1576,15 @@ def _update_once(
         if "budget" in diff:  # the submission's lock of its budget, before the workload's row (docs/locking.md)
             owner = current.owner
             member = None if owner.is_superuser else (owner.pk, ancestor_ids(checked.budget, tree))
-            archived, _drawn, still_member = _share_lock_budget(checked.budget.pk, member)
+            # judged as a submission there (brk48: work submitted where no limit holds moved past its limit)
+            limit, source = _submitted_limit_of(owner, checked.budget)
+            archived, _drawn, still_member = _share_lock_budget(checked.budget.pk, member, serialize=bool(limit))
             if placed := submission_problem(checked.budget.path, has_children=False, archived=archived):
                 raise SubmissionError(*placed)
             if not still_member:
                 raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=checked.budget.path))
+            if limit:
+                _check_submitted_limit(owner, 0, limit, source)
         elif grown := archived_growth(diff):
             # its own budget's archive read again under its share lock, as a move's (brk52: archived
             # after the tree was read, a growth passed as one of a live budget)

@@ -301,6 +301,8 @@ class SpecForm(forms.Form):
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
             raise ServiceError("invalid_spec", "spec", f"This is not valid YAML{where}.") from None
+        if isinstance(data, dict) and (line := strict_yaml.env_number_line(self.cleaned_data["spec"])) is not None:
+            raise ServiceError("invalid_env", "spec", strict_yaml.ENV_NUMBER_TEXT.format(line=line) + ".")
         if find_unencodable(data):
             raise ServiceError("invalid_spec", "spec", "A string holds an unpaired surrogate (\\ud800-\\udfff).")
         if not isinstance(data, dict):

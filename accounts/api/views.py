@@ -223,11 +223,16 @@ class LoginView(FairwayAPIView):
 )
 class LogoutView(FairwayAPIView):
     """``POST`` → 204. Deletes the knox token used (``{"all": true}``: every token of the user)
-    and ends a session."""
+    and ends a session; 400 ``invalid`` for an ``all`` neither true nor false (nothing deleted)."""
 
     def post(self, request: Request) -> Response:
         data = request.data
-        if isinstance(data, dict) and data.get("all") is True:  # any other body: this token only
+        everything = data.get("all", False) if isinstance(data, dict) else False
+        if not isinstance(everything, bool):
+            # brk48: "true", 1 or a form's all=true deleted this token only, answered 204: the others
+            # (a stolen laptop's) worked on while the person was told they were logged out
+            raise ServiceError("invalid", "all", 'all is true (every token of yours) or false, as JSON: {"all": true}.')
+        if everything:
             AuthToken.objects.filter(user=request.user).delete()
         elif isinstance(request.auth, AuthToken):
             request.auth.delete()
