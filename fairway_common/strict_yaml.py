@@ -33,8 +33,12 @@ import yaml
 INT_DIGITS = 40
 """More digits than any integer a document needs in any base YAML 1.1 writes."""
 
-DECIMAL = re.compile(r"[-+]?(0|[1-9][0-9_]*)")
-"""An integer's text YAML 1.1 reads in base ten (its other forms: ``0o``/leading ``0``, ``0x``, ``0b``, ``:``)."""
+DECIMAL = re.compile(r"[-+]?(0|[1-9](_?[0-9])*)")
+"""An integer's text YAML 1.1 reads in base ten (its other forms: ``0o``/leading ``0``, ``0x``, ``0b``, ``:``),
+each ``_`` between two digits as Python writes it (YAML 1.1 also reads ``1_`` as 1 and ``1__0`` as 10)."""
+
+_LOOSE_DECIMAL = re.compile(r"[-+]?[1-9][0-9_]*")
+"""Base ten with an underscore that separates no two digits: refused as a slip."""
 
 BOOLEAN = re.compile(r"true|True|TRUE|false|False|FALSE")
 """A boolean's text YAML 1.2 reads as one too (YAML 1.1 adds ``yes``/``no``/``on``/``off``: text here)."""
@@ -76,10 +80,16 @@ class StrictLoader(yaml.SafeLoader):
     def construct_yaml_int(self, node: Any) -> int:
         if not DECIMAL.fullmatch(str(node.value)):
             value = super().construct_yaml_int(node) if len(str(node.value)) <= INT_DIGITS else "?"
-            problem = (
-                f"{str(node.value)[:40]!r} is {value} in YAML (octal, hex, binary or base 60): "
-                "write it in decimal or quote it"
-            )
+            if _LOOSE_DECIMAL.fullmatch(str(node.value)):
+                problem = (
+                    f"{str(node.value)[:40]!r} has an underscore between no two digits (YAML reads {value}): "
+                    "write the number without it, or quote it"
+                )
+            else:
+                problem = (
+                    f"{str(node.value)[:40]!r} is {value} in YAML (octal, hex, binary or base 60): "
+                    "write it in decimal or quote it"
+                )
             raise Refused("number_form", node.start_mark.line + 1, problem)
         if self.max_int is None:
             return super().construct_yaml_int(node)
