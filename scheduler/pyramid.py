@@ -69,6 +69,8 @@ def imported_spans(hosts: Iterable[int], start: datetime, end: datetime) -> dict
             since = datetime.fromisoformat(str((data or {}).get("from")))
         except ValueError:
             continue
+        if since.tzinfo is None:  # the import writes it with its offset; none is no span
+            continue
         a0, a1 = max(since, start), min(at, end)
         if a1 > a0:
             spans[host_id].append((a0, a1))
