@@ -6,9 +6,10 @@ Two sources:
   cluster's own hosts and budgets (``scheduler.sim.engine``), shifted so that they end now, and
   written as finished workloads, attempts (with their GPUs) and events, in bulk;
 - **a Slurm accounting export** (``sacct -a -X -P -S <start> -o
-  JobID,User,Account,AllocTRES,Start,End,State``): every finished job that held GPUs becomes a
-  usage interval (``UsageEntry``) of the budget named by its Account, noted with its JobID and
-  User, so a lab moving from Slurm keeps its window of usage.
+  JobID,User,Account,AllocTRES,Start,End,State``): every job that held GPUs becomes a usage
+  interval (``UsageEntry``) of the budget named by its Account, noted with its JobID and User, so a
+  lab moving from Slurm keeps its window of usage; one still running at the export counts to the
+  import's instant (:data:`SACCT_RUNNING_NOTE`).
 
 Every problem is found before anything is written: :class:`HistoryError` lists them all, one a
 line, and the database is unchanged.
@@ -28,8 +29,9 @@ from django.db.models import F
 
 from budgets.models import Budget, UsageEntry
 from budgets.services import budget_paths
+from fairway_cli.numbers import instant_text
 from scheduler.gpu_text import invisible_problem
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
 from scheduler.stop_rules import REQUEUE_REASONS
 from scheduler.trace import MinRuntimeRule, TraceJob, UnallocatedRule, job_hash_fraction
 
@@ -250,6 +252,23 @@ def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_mo
         Host.objects.filter(
             pk__in=[h.pk for h in hosts.values() if h.removed_at is None], created_at__gt=_dt(history.start)
         ).update(created_at=_dt(history.start))
+        # The span ran on each of them, taken as active and healthy: the roll-up of the import's own
+        # hour (by the clock, after it) counts that part available as rollup_span does the earlier
+        # hours, whatever the hosts' state then (import48b; scheduler.pyramid.imported_spans).
+        from scheduler.pyramid import IMPORTED_SPAN
+
+        HostEvent.objects.bulk_create(
+            HostEvent(
+                host=h,
+                at=_dt(history.end),
+                kind=IMPORTED_SPAN,
+                message="imported history ran on this host, taken as active and healthy, from "
+                f"{instant_text(_dt(history.start), absolute=True)}",
+                data={"imported": "philly", "from": _dt(history.start).isoformat()},
+            )
+            for h in hosts.values()
+            if h.removed_at is None
+        )
         rows = [
             Workload(
                 name=f"philly-{pw.job.job_id}",
@@ -382,6 +401,11 @@ class SacctJob:
     gpus: int
     start: datetime
     end: datetime
+    running: bool = False
+    """Still running at the export (End ``Unknown``): ``end`` is the import's instant."""
+    entry: int | None = None
+    """The interval of the job imported running before, whose end this line moves (``start``: its
+    old end, so ``end - start`` is the usage added, less than 0 when the job ended before that cut)."""
 
 
 MAX_SACCT_GPUS = 2**31 - 1
@@ -442,6 +466,15 @@ SACCT_NOTE = "sacct job {job} user {user}"
 """The note of an imported job's usage interval (at most 200 characters), by which a second import
 of the same job is recognised (:func:`imported_sacct_jobs`)."""
 
+RUNNING_AT_EXPORT = " (running at the export)"
+SACCT_RUNNING_NOTE = SACCT_NOTE + RUNNING_AT_EXPORT
+"""The note of a job still running at the export (End ``Unknown``): its interval is cut at the
+import's instant, and a later export's line of the job moves that end (:func:`imported_running_sacct_jobs`)."""
+
+WAITING_STATES = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
+"""Slurm states of a job waiting at the export: with no End, it has not started (again), whatever
+its Start says (a requeued job's or a planned one's); skipped."""
+
 
 def sacct_note_user(note: str) -> str | None:
     """The Slurm user of an imported job's usage interval (:data:`SACCT_NOTE`), None for any other
@@ -449,7 +482,7 @@ def sacct_note_user(note: str) -> str | None:
     prefix, sep = SACCT_NOTE.split("{job}")[0], SACCT_NOTE.split("{job}")[1].split("{user}")[0]
     if not note.startswith(prefix) or sep not in note:
         return None
-    return note[note.rindex(sep) + len(sep) :] or None
+    return note.removesuffix(RUNNING_AT_EXPORT)[note.rindex(sep) + len(sep) :] or None
 
 
 def imported_sacct_jobs(cluster: Cluster) -> set[str]:
@@ -457,6 +490,18 @@ def imported_sacct_jobs(cluster: Cluster) -> set[str]:
     prefix, sep = SACCT_NOTE.split("{job}")[0], SACCT_NOTE.split("{job}")[1].split("{user}")[0]
     notes = UsageEntry.objects.filter(cluster=cluster, note__startswith=prefix).values_list("note", flat=True)
     return {note[len(prefix) : note.rindex(sep)] for note in notes if sep in note}
+
+
+def imported_running_sacct_jobs(cluster: Cluster) -> dict[str, tuple[int, datetime, int]]:
+    """The JobIDs of the jobs imported on ``cluster`` while still running (:data:`SACCT_RUNNING_NOTE`),
+    each with its interval's id, end (the cut) and GPUs: a later export's line of one moves its end."""
+    prefix, sep = SACCT_NOTE.split("{job}")[0], SACCT_NOTE.split("{job}")[1].split("{user}")[0]
+    rows = UsageEntry.objects.filter(cluster=cluster, note__startswith=prefix, note__endswith=RUNNING_AT_EXPORT)
+    return {
+        note[len(prefix) : note.rindex(sep)]: (pk, end, gpus or 0)
+        for pk, note, end, gpus in rows.values_list("pk", "note", "end", "gpus")
+        if sep in note
+    }
 
 
 def sacct_accounts(tree: dict[int, Budget]) -> tuple[dict[str, Budget], dict[str, str]]:
@@ -509,10 +554,11 @@ def parse_sacct(
     ambiguous: dict[str, str] | None = None,
     cluster_gpus: int = 0,
     window_s: int | None = None,
+    running: dict[str, tuple[int, datetime, int]] | None = None,
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
     as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
-    GPUs, job steps, not started or still running); raises :class:`HistoryError` listing every
+    GPUs, job steps, not started); raises :class:`HistoryError` listing every
     bad line. ``budgets``: Account → leaf budget (by path or name); ``ambiguous``: the Accounts
     refused, with why (:func:`sacct_accounts`: a name of several leaves, a parent, an archived
     one); ``users``: the usernames that exist; ``imported``: the JobIDs already imported on
@@ -520,7 +566,11 @@ def parse_sacct(
     ``cluster_gpus``: its registered GPUs, the most one job may hold (none registered:
     :data:`SACCT_GPUS_WITHOUT_HOSTS`); ``window_s``: the fair-share window (DESIGN.md §3.1): an
     interval starts ``window_s`` before ``now`` at the earliest, a job that ended by then is skipped
-    (it adds nothing), as is one that ran for no time (Start is End; End before Start is refused)."""
+    (it adds nothing), as is one that ran for no time (Start is End; End before Start is refused).
+    A job still running at the export (a Start, End ``Unknown``, a State not waiting:
+    :data:`WAITING_STATES`) counts to ``now``, as a running attempt's usage (DESIGN.md §3.1);
+    ``running``: the jobs imported running before (:func:`imported_running_sacct_jobs`), whose
+    intervals a line of theirs moves to its End, or to ``now`` when still running."""
     it = iter(lines)
     header = next(it, "").rstrip("\n").removeprefix("\ufeff").split("|")  # a BOM read as "lacks JobID"
     missing = [c for c in SACCT_COLUMNS if c not in header]
@@ -572,12 +622,18 @@ def parse_sacct(
             except ValueError:  # named with its value: "Start and End are times like" left the reader to find which
                 here.append(f"{name} {v[name][:40]!r} is not a time like 2026-11-24T10:00:00 (or Unknown)")
         start, end = (times["Start"], times["End"]) if len(times) == 2 else (None, None)
+        state = v["State"].split(" ")[0]
+        # before the GPUs: a pending job has no AllocTRES, and read "held no GPUs"
+        if not here and (start is None or (end is None and state in WAITING_STATES)):
+            skipped.append(f"line {n}: job {job} has not started ({v['State']})")
+            continue
         if not here and (gpus is None or gpus == 0):
             skipped.append(f"line {n}: job {job} held no GPUs")
             continue
-        if not here and (start is None or end is None):
-            skipped.append(f"line {n}: job {job} has not started or not ended ({v['State']})")
-            continue
+        was_running = (running or {}).get(job)
+        still_running = not here and end is None
+        if still_running:
+            end = now  # its usage so far, as a running attempt's (DESIGN.md §3.1)
         budget = budgets.get(v["Account"])
         if budget is None and v["Account"] in (ambiguous or {}):
             here.append(f"Account {v['Account']!r} {(ambiguous or {})[v['Account']]}")
@@ -588,14 +644,17 @@ def parse_sacct(
                 f"no user {v['User']!r}: each Slurm User needs a Fairway user of that name "
                 "(admin → Users → Add, or their first single sign-on login)"
             )
-        note_room = UsageEntry._meta.get_field("note").max_length - len(SACCT_NOTE.format(job="", user=""))
+        note = SACCT_RUNNING_NOTE if still_running else SACCT_NOTE
+        note_room = UsageEntry._meta.get_field("note").max_length - len(note.format(job="", user=""))
         if len(job) + len(v["User"]) > note_room:  # cut, the note no longer names the job: a second import doubled it
             here.append(f"JobID and User are {len(job) + len(v['User'])} characters, at most {note_room} together")
         elif job in seen:
             here.append(f"JobID {job} appears twice")
-        elif job in imported:
+        elif job in imported and was_running is None:
             here.append(f"JobID {job} is already imported on {cluster}")
-        if start is not None and end is not None and (end < start or end > now):
+        if still_running and start is not None and start > now:
+            here.append("Start is in the future")
+        elif start is not None and end is not None and (end < start or end > now):
             here.append("End is before Start or in the future")
         if gpus and gpus > (cluster_gpus or SACCT_GPUS_WITHOUT_HOSTS):
             has = cluster_gpus or f"no registered GPUs: at most {SACCT_GPUS_WITHOUT_HOSTS}"
@@ -606,14 +665,29 @@ def parse_sacct(
         seen.add(job)
         assert budget is not None and start is not None and end is not None and gpus  # noqa: S101 -- checked
         since = now - timedelta(seconds=window_s) if window_s is not None else start
-        if end == start:
+        if was_running is not None:
+            entry, cut, held = was_running
+            jobs.append(
+                SacctJob(
+                    n,
+                    job,
+                    v["User"],
+                    budget,
+                    held,
+                    cut,
+                    max(end, cut) if still_running else end,
+                    running=still_running,
+                    entry=entry,
+                )
+            )
+        elif end == start:
             skipped.append(f"line {n}: job {job} ran for no time (Start is End)")
         elif end <= since:
             skipped.append(
                 f"line {n}: job {job} ended before the fair-share window ({_window_words(window_s)}): adds nothing"
             )
         else:
-            jobs.append(SacctJob(n, job, v["User"], budget, gpus, max(start, since), end))
+            jobs.append(SacctJob(n, job, v["User"], budget, gpus, max(start, since), end, running=still_running))
     if problems:
         raise HistoryError(problems)
     return jobs, skipped
@@ -625,7 +699,9 @@ def _window_words(window_s: int | None) -> str:
 
 
 def write_sacct(cluster: Cluster, jobs: Sequence[SacctJob]) -> int:
-    """One usage interval per job, in bulk (one transaction)."""
+    """One usage interval per job, in bulk (one transaction); a job imported running before has its
+    interval's end moved (and its note says running no longer once it ended)."""
+    note = {False: SACCT_NOTE, True: SACCT_RUNNING_NOTE}
     entries = [
         UsageEntry(
             budget=j.budget,
@@ -633,10 +709,17 @@ def write_sacct(cluster: Cluster, jobs: Sequence[SacctJob]) -> int:
             start=j.start,
             end=j.end,
             gpus=j.gpus,
-            note=SACCT_NOTE.format(job=j.job_id, user=j.user),  # parse_sacct: it fits
+            note=note[j.running].format(job=j.job_id, user=j.user),  # parse_sacct: it fits
         )
         for j in jobs
+        if j.entry is None
+    ]
+    moved = [
+        UsageEntry(pk=j.entry, end=j.end, note=note[j.running].format(job=j.job_id, user=j.user))
+        for j in jobs
+        if j.entry is not None
     ]
     with transaction.atomic():
         UsageEntry.objects.bulk_create(entries, batch_size=1000)
-    return len(entries)
+        UsageEntry.objects.bulk_update(moved, ["end", "note"], batch_size=1000)
+    return len(entries) + len(moved)

@@ -43,13 +43,51 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler.models import GPU, AttemptGPU, Cluster, ClusterHourlyMetrics, Host
+from scheduler.models import GPU, AttemptGPU, Cluster, ClusterHourlyMetrics, Host, HostEvent
 
 HOUR = timedelta(hours=1)
 DEFAULT_RANGE = timedelta(days=7)
 """The range the pyramid covers unless asked otherwise: the metrics page's, ``GET
 metrics/pyramid/``'s and ``fairway metrics``' (``--days 7``). The API's was the last 24 hours,
 so it showed other figures than the page for the same cluster and moment (try42)."""
+
+
+IMPORTED_SPAN = "history_imported"
+"""The kind of a host's event that ``import_history philly`` writes at its instant (``at``), with
+the span it simulated on the host, taken as active and healthy (``data["from"]``, ISO): the roll-up
+of an hour that span reaches counts that part available, whatever the host's state at the roll-up
+(import48b: the import's own hour, rolled up by the clock after it, read its imported part
+unavailable while the agents were not up yet)."""
+
+
+def imported_spans(hosts: Iterable[int], start: datetime, end: datetime) -> dict[int, list[tuple[datetime, datetime]]]:
+    """Per host, the parts of ``[start, end)`` an imported past ran on it (:data:`IMPORTED_SPAN`)."""
+    spans: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
+    rows = HostEvent.objects.filter(host_id__in=list(hosts), kind=IMPORTED_SPAN, at__gt=start)
+    for host_id, at, data in rows.values_list("host_id", "at", "data"):
+        try:
+            since = datetime.fromisoformat(str((data or {}).get("from")))
+        except ValueError:
+            continue
+        if since.tzinfo is None:  # the import writes it with its offset; none is no span
+            continue
+        a0, a1 = max(since, start), min(at, end)
+        if a1 > a0:
+            spans[host_id].append((a0, a1))
+    return spans
+
+
+def _union_s(intervals: Iterable[tuple[datetime, datetime]]) -> float:
+    """The seconds the intervals cover together."""
+    total, reach = 0.0, None
+    for a0, a1 in sorted(intervals):
+        if reach is None or a0 > reach:
+            total += (a1 - a0).total_seconds()
+            reach = a1
+        elif a1 > reach:
+            total += (a1 - reach).total_seconds()
+            reach = a1
+    return total
 
 
 def hour_of(at: datetime) -> datetime:
@@ -190,19 +228,23 @@ def compute_hour(
     """The pyramid's GPU-seconds of ``cluster`` over ``[hour, hour + 1 h)`` (clipped at ``now``).
 
     ``hosts_available``: every registered GPU counts as available whatever its host's state now
-    (an imported past, simulated on the hosts taken as active and healthy: ``history.rollup_span``)."""
+    (an imported past, simulated on the hosts taken as active and healthy: ``history.rollup_span``);
+    without it, the part of the hour an imported past ran on a host (:func:`imported_spans`: the
+    hour of the import) counts that host's GPUs available, as the earlier imported hours do."""
     now = now or timezone.now()
     start = hour_of(hour)
     end = min(start + HOUR, max(now, start))
     registered: dict[int, float] = {}
     available_now: dict[int, bool] = {}
+    host_of: dict[int, int] = {}
     last_util: dict[int, float | None] = {}
     hosts = Host.objects.filter(cluster=cluster, created_at__lt=end).filter(
         Q(removed_at__isnull=True) | Q(removed_at__gt=start)
     )
     gpus = GPU.objects.filter(host__in=hosts).filter(Q(removed_at__isnull=True) | Q(removed_at__gt=start))
-    for gid, created, host_removed, gpu_removed, state, health, sample, heartbeat in gpus.values_list(
+    for gid, host_id, created, host_removed, gpu_removed, state, health, sample, heartbeat in gpus.values_list(
         "id",
+        "host_id",
         "host__created_at",
         "host__removed_at",
         "removed_at",
@@ -214,6 +256,7 @@ def compute_hour(
         # a GPU leaves the registered time when its host is removed or an approved inventory drops it
         removed = min((r for r in (host_removed, gpu_removed) if r is not None), default=None)
         registered[gid] = _overlap(created, removed or end, start, end)
+        host_of[gid] = host_id
         available_now[gid] = removed is None and (
             hosts_available or (state == Host.State.ACTIVE and health != GPU.Health.UNHEALTHY)
         )
@@ -241,6 +284,7 @@ def compute_hour(
         if a1 > a0:
             intervals[gid].append((a0, a1, bool(allocated and not unfunded)))
     minutes = _minute_samples(list(intervals), start, end) if intervals else {}
+    imported = {} if hosts_available else imported_spans(set(host_of.values()), start, end)
 
     totals = dict.fromkeys(("registered", "available", "allocated", "unallocated", "measured", "utilized"), 0.0)
     for gid, reg in registered.items():
@@ -266,7 +310,12 @@ def compute_hour(
         elif reg <= 0:
             continue
         totals["registered"] += reg
-        totals["available"] += reg if available_now[gid] else busy
+        if available_now[gid]:
+            totals["available"] += reg
+        elif spans := imported.get(host_of[gid]):  # the imported part, and the occupied time besides
+            totals["available"] += max(busy, min(reg, _union_s(spans + [(a0, a1) for a0, a1, _f in holds])))
+        else:
+            totals["available"] += busy
         totals["allocated"] += occupied[True]
         totals["unallocated"] += occupied[False]
         totals["measured"] += min(measured, busy)

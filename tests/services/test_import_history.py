@@ -150,11 +150,12 @@ def test_sacct_export_becomes_usage_intervals(cluster, researcher, org_tree, tmp
     assert [(u.budget.name, u.gpus, u.note) for u in entries] == [
         ("olmo", 4, "sacct job 101 user researcher"),
         ("olmo", 2, "sacct job 102 user researcher"),
+        ("olmo", 1, "sacct job 104 user researcher (running at the export)"),  # its 3 h so far (import48b)
     ]
     assert (entries[0].end - entries[0].start) == timedelta(hours=2)
     text = out.getvalue()
-    assert "imported 2 Slurm jobs (12.0 GPU-hours)" in text and "3 skipped" in text
-    assert "job step 102.batch" in text and "job 103 held no GPUs" in text and "job 104 has not" in text
+    assert "imported 3 Slurm jobs (15.0 GPU-hours)" in text and "1 running at the export" in text
+    assert "2 skipped" in text and "job step 102.batch" in text and "job 103 held no GPUs" in text
 
 
 def test_a_bad_sacct_export_names_every_bad_line_and_writes_nothing(cluster, researcher, org_tree, tmp_path: Path):
@@ -295,7 +296,7 @@ def test_a_sacct_export_with_a_byte_order_mark_is_read(cluster, researcher, org_
     f.write_bytes(b"\xef\xbb\xbf" + SACCT.format(s=s, e=e).encode())
     out = StringIO()
     call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=out)
-    assert "imported 2 Slurm jobs" in out.getvalue()
+    assert "imported 3 Slurm jobs" in out.getvalue()
 
 
 def test_philly_history_is_imported_before_any_agent_has_connected(db, researcher, org_tree, tmp_path: Path):
@@ -333,7 +334,7 @@ def test_the_statement_names_the_slurm_user_of_imported_jobs(cluster, researcher
     users: dict[str, float] = {}
     for r in rows:  # a row per UTC day: the jobs cross midnight when the test runs before 03:00 UTC
         users[r.user] = round(users.get(r.user, 0) + r.allocated_gpu_hours, 3)
-    assert users.get("researcher", 0) + users.get("(usage entry)", 0) == pytest.approx(13.0, abs=0.01), users
+    assert users.get("researcher", 0) + users.get("(usage entry)", 0) == pytest.approx(16.0, abs=0.01), users
     assert users.get("(usage entry)") == 1.0, users  # the typed-in lump only
 
 

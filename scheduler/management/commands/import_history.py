@@ -13,11 +13,12 @@ and waiting at the import's instant is pending there, requeued with the run time
 ``sacct``: a Slurm export, ``TZ=UTC sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
 (``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset:
 sacct prints local time, hence ``TZ=UTC``).
-Account names a leaf budget (path or name), User an existing user; each finished job that held
-GPUs becomes a usage interval; a job already imported on the cluster is a bad line (an export
-imported twice doubled the usage), as is a job holding more GPUs than the cluster's, an AllocTRES
-naming a key twice or a JobID with a control character; usage before the fair-share window is
-clipped (docs/standing.md). Every bad line is reported and nothing is written.
+Account names a leaf budget (path or name), User an existing user; each job that held GPUs becomes
+a usage interval, one still running at the export (End ``Unknown``) to the import's instant, noted
+running at the export (a later export's line of it moves that end); a job already imported on the
+cluster is a bad line (an export imported twice doubled the usage), as is a job holding more GPUs
+than the cluster's, an AllocTRES naming a key twice or a JobID with a control character; usage
+before the fair-share window is clipped (docs/standing.md). Every bad line is reported and nothing is written.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from scheduler.history import (
     HistoryError,
     cancel_waiting,
     choose_jobs,
+    imported_running_sacct_jobs,
     imported_sacct_jobs,
     parse_sacct,
     rollup_span,
@@ -93,8 +95,9 @@ class Command(BaseCommand):
                 "Import a Slurm accounting export, made on the Slurm side with: TZ=UTC sacct -a -X -P -S "
                 "<start, e.g. now-7days> -o JobID,User,Account,AllocTRES,Start,End,State > usage.txt. "
                 "Times without an offset are read as UTC (sacct prints local time: hence TZ=UTC). Account "
-                "names a leaf budget (path or name), User an existing user; each finished job that held "
-                "GPUs becomes usage of that budget, from the fair-share window's start at the earliest. A job "
+                "names a leaf budget (path or name), User an existing user; each job that held GPUs becomes usage "
+                "of that budget, from the fair-share window's start at the earliest to its End (one still running: "
+                "to now, moved by a later export's line of it). A job "
                 "holding more GPUs than the cluster has is a bad line. Every bad line is reported and nothing "
                 "is written."
             ),
@@ -206,11 +209,17 @@ class Command(BaseCommand):
                 cluster=cluster.name,
                 cluster_gpus=gpus,
                 window_s=int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]),
+                running=imported_running_sacct_jobs(cluster),
             )
             n = write_sacct(cluster, jobs)
         for note in skipped:
             self.stdout.write(f"skipped {note}")
         gpu_h = sum(j.gpus * (j.end - j.start).total_seconds() for j in jobs) / 3600
+        running = sum(j.running for j in jobs)
+        moved = sum(j.entry is not None for j in jobs)
         self.stdout.write(
-            f"imported {n} Slurm jobs ({gpu_h:.1f} GPU-hours) into {cluster.name}; {len(skipped)} skipped"
+            f"imported {n} Slurm jobs ({gpu_h:.1f} GPU-hours) into {cluster.name}"
+            + (f"; {running} running at the export, counted to now" if running else "")
+            + (f"; {moved} imported running before, their usage moved to their End or now" if moved else "")
+            + f"; {len(skipped)} skipped"
         )
