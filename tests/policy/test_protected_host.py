@@ -1,5 +1,5 @@
 """The host a ``protected_work`` reason names where no reservation ranking is kept
-(``reason_hosts.earliest_protected``): read over ``reserve.bound_hosts`` only (tick48), compared
+(``reason_hosts.earliest_protected``): read over ``reserve.bound_hosts`` only (``walk_bound``, tick48), compared
 under ``check`` with the plain walk over every host of the model."""
 
 from __future__ import annotations
@@ -87,5 +87,5 @@ def test_a_bound_that_leaves_out_the_earliest_host_is_caught(monkeypatch: pytest
     real = reserve.bound_hosts
     monkeypatch.setattr(reserve, "bound_hosts", lambda *a: [hv for hv in real(*a) if hv.name != "h2"])
     assert schedule(s).pending["P1"].detail["host"] == "h1"
-    with pytest.raises(AssertionError, match="candidates h1 != walk h2"):
+    with pytest.raises(AssertionError, match="bound h1 != walk h2"):
         IncrementalScheduler(check=True)(s)
