@@ -704,7 +704,17 @@ def parse_sacct(
         seen.add(job)
         assert budget is not None and start is not None and end is not None and gpus  # noqa: S101 -- checked
         since = now - timedelta(seconds=window_s) if window_s is not None else start
-        if was_running is not None:
+        if was_running is not None and start > was_running.start:
+            # run again since (Slurm requeued it; its waiting lines skipped as not started): the first
+            # run ended by the earlier cut, or by this Start; this run is an interval of its own, not
+            # the first one's end moved across the wait between them (brk48b)
+            cut = was_running.end
+            jobs.append(
+                SacctJob(n, job, v["User"], budget, was_running.gpus, cut, min(cut, start), entry=was_running.entry)
+            )
+            if end > max(start, since):
+                jobs.append(SacctJob(n, job, v["User"], budget, gpus, max(start, since), end, running=still_running))
+        elif was_running is not None:
             cut = was_running.end
             jobs.append(
                 SacctJob(

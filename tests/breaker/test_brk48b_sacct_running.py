@@ -67,3 +67,29 @@ def test_a_later_end_before_the_imported_interval_is_refused(cluster, researcher
         _sacct(tmp_path, f"8|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED")
     for entry in UsageEntry.objects.all():
         assert entry.end >= entry.start
+
+
+def test_a_job_restarted_after_the_earlier_import_is_not_charged_the_gap(
+    cluster, researcher, org_tree, tmp_path: Path, monkeypatch
+):
+    """Imported running at T0; Slurm requeued it (its waiting line skipped as not started), and it
+    ran again from a later Start: the later line moved the old interval's end to its End, charging
+    the whole wait between its runs. The first run ends at the earlier cut at the latest, the new
+    run is an interval of its own from its Start."""
+    real_now = timezone.now()
+    t0 = real_now - timedelta(hours=3)
+    s1 = _stamp(t0 - timedelta(hours=2))
+    monkeypatch.setattr(timezone, "now", lambda: t0)
+    _sacct(tmp_path, f"9|researcher|olmo|gres/gpu=2|{s1}|Unknown|RUNNING")
+    [first] = UsageEntry.objects.all()
+    monkeypatch.undo()
+    s2, e2 = real_now - timedelta(hours=1), real_now - timedelta(minutes=10)
+    _sacct(tmp_path, "9|researcher|olmo||Unknown|Unknown|REQUEUED")  # waiting again: skipped
+    _sacct(tmp_path, f"9|researcher|olmo|gres/gpu=2|{_stamp(s2)}|{_stamp(e2)}|COMPLETED")
+    spans = sorted(UsageEntry.objects.values_list("start", "end", "gpus", "note"))
+    assert spans == [
+        (first.start, first.end, 2, "sacct job 9 user researcher"),
+        (s2.replace(microsecond=0), e2.replace(microsecond=0), 2, "sacct job 9 user researcher"),
+    ]
+    with pytest.raises(CommandError, match="JobID 9 is already imported on default"):
+        _sacct(tmp_path, f"9|researcher|olmo|gres/gpu=2|{_stamp(s2)}|{_stamp(e2)}|COMPLETED")
