@@ -1614,7 +1614,8 @@ def _update_once(
             fields.update(estimated_start=None, no_start_found=False, estimate_unfunded=False)
             if not (locked.hold and locked.pending_reason == PendingReason.HELD):
                 fields.update(pending_reason="", pending_detail={})  # a held one still says held (try46)
-                if not WorkloadDependency.objects.filter(workload_id=pk).exists():  # a wait is the reason first
+                # a hold of its own and a dependency's wait are reasons before the budget's (the policy's order)
+                if not locked.hold and not WorkloadDependency.objects.filter(workload_id=pk).exists():
                     # what a submission of the new request there says at once (brk48b: a move into a
                     # held or 0-cap downgrade budget said just "pending" until a tick)
                     allocated = fields.get("min_runtime_s", locked.min_runtime_s) > 0

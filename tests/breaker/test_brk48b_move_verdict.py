@@ -61,3 +61,19 @@ def test_a_move_into_a_held_budget_says_held_as_a_submission(manager, manager_cl
     assert submitted.pending_reason != ""
     assert answer.json()["pending_reason"] == submitted.pending_reason
     assert answer.json()["pending_detail"] == submitted.pending_detail
+
+
+def test_a_moved_workload_on_its_own_hold_or_waiting_for_another_keeps_that_first(
+    manager, manager_client, submit_kwargs, org_tree
+):
+    """The policy's order: its own hold, a dependency's wait, then its budget's verdict."""
+    olmo, tulu = org_tree["nlp/olmo"], org_tree["nlp/tulu"]
+    _zero_cap_downgrade(olmo)
+    held = do_submit_workload(manager, **submit_kwargs(budget=tulu, hold=True))
+    first = do_submit_workload(manager, **submit_kwargs(budget=tulu))
+    waiting = do_submit_workload(manager, **submit_kwargs(budget=tulu, after=[str(first.pk)]))
+    for w in (held, waiting):
+        answer = manager_client.patch(f"/api/v1/workloads/{w.pk}/", {"budget": "nlp/olmo"}, format="json")
+        assert answer.status_code == 200, answer.content
+        assert answer.json()["pending_detail"].get("unfunded") is None, answer.json()
+    assert Workload.objects.get(pk=held.pk).pending_reason == "held"
