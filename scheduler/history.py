@@ -492,14 +492,31 @@ def imported_sacct_jobs(cluster: Cluster) -> set[str]:
     return {note[len(prefix) : note.rindex(sep)] for note in notes if sep in note}
 
 
-def imported_running_sacct_jobs(cluster: Cluster) -> dict[str, tuple[int, datetime, int]]:
+@dataclass(frozen=True)
+class RunningSacctJob:
+    """A job imported while still running (:data:`SACCT_RUNNING_NOTE`): its interval, and what its
+    line said, which a later export's line of it must say again (brk48b)."""
+
+    entry: int
+    start: datetime
+    end: datetime
+    """The cut: the earlier import's instant."""
+    gpus: int
+    budget_id: int
+    user: str
+
+
+def imported_running_sacct_jobs(cluster: Cluster) -> dict[str, RunningSacctJob]:
     """The JobIDs of the jobs imported on ``cluster`` while still running (:data:`SACCT_RUNNING_NOTE`),
-    each with its interval's id, end (the cut) and GPUs: a later export's line of one moves its end."""
+    each with its interval (id, start, end: the cut), GPUs, budget and Slurm user: a later export's
+    line of one moves its end."""
     prefix, sep = SACCT_NOTE.split("{job}")[0], SACCT_NOTE.split("{job}")[1].split("{user}")[0]
     rows = UsageEntry.objects.filter(cluster=cluster, note__startswith=prefix, note__endswith=RUNNING_AT_EXPORT)
     return {
-        note[len(prefix) : note.rindex(sep)]: (pk, end, gpus or 0)
-        for pk, note, end, gpus in rows.values_list("pk", "note", "end", "gpus")
+        note[len(prefix) : note.rindex(sep)]: RunningSacctJob(
+            pk, start, end, gpus or 0, budget_id, sacct_note_user(note) or ""
+        )
+        for pk, note, start, end, gpus, budget_id in rows.values_list("pk", "note", "start", "end", "gpus", "budget")
         if sep in note
     }
 
@@ -554,7 +571,7 @@ def parse_sacct(
     ambiguous: dict[str, str] | None = None,
     cluster_gpus: int = 0,
     window_s: int | None = None,
-    running: dict[str, tuple[int, datetime, int]] | None = None,
+    running: dict[str, RunningSacctJob] | None = None,
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
     as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
@@ -652,6 +669,28 @@ def parse_sacct(
             here.append(f"JobID {job} appears twice")
         elif job in imported and was_running is None:
             here.append(f"JobID {job} is already imported on {cluster}")
+        if was_running is not None and not here:  # what was imported running, said again (brk48b)
+            changed = [
+                f"{what} {said!r}" if isinstance(said, str) else f"{said} GPUs"
+                for what, said, same in (
+                    ("User", v["User"], v["User"] == was_running.user),
+                    ("Account", v["Account"], budget is None or budget.pk == was_running.budget_id),
+                    ("GPUs", gpus, gpus == was_running.gpus),
+                )
+                if not same
+            ]
+            if changed:
+                here.append(
+                    f"{' and '.join(changed)} {'is' if len(changed) == 1 else 'are'} not what the job was imported "
+                    f"running with (User {was_running.user!r}, Account "
+                    f"{Budget.objects.get(pk=was_running.budget_id).path!r}, {was_running.gpus} GPUs): its usage "
+                    "would move to another user or budget, or its GPUs be lost"
+                )
+            elif not still_running and end is not None and end < was_running.start:
+                here.append(
+                    f"End is before the start of the job's interval imported running "
+                    f"({instant_text(was_running.start, absolute=True)})"
+                )
         if still_running and start is not None and start > now:
             here.append("Start is in the future")
         elif start is not None and end is not None and (end < start or end > now):
@@ -665,19 +704,29 @@ def parse_sacct(
         seen.add(job)
         assert budget is not None and start is not None and end is not None and gpus  # noqa: S101 -- checked
         since = now - timedelta(seconds=window_s) if window_s is not None else start
-        if was_running is not None:
-            entry, cut, held = was_running
+        if was_running is not None and start > was_running.start:
+            # run again since (Slurm requeued it; its waiting lines skipped as not started): the first
+            # run ended by the earlier cut, or by this Start; this run is an interval of its own, not
+            # the first one's end moved across the wait between them (brk48b)
+            cut = was_running.end
+            jobs.append(
+                SacctJob(n, job, v["User"], budget, was_running.gpus, cut, min(cut, start), entry=was_running.entry)
+            )
+            if end > max(start, since):
+                jobs.append(SacctJob(n, job, v["User"], budget, gpus, max(start, since), end, running=still_running))
+        elif was_running is not None:
+            cut = was_running.end
             jobs.append(
                 SacctJob(
                     n,
                     job,
                     v["User"],
                     budget,
-                    held,
+                    was_running.gpus,
                     cut,
                     max(end, cut) if still_running else end,
                     running=still_running,
-                    entry=entry,
+                    entry=was_running.entry,
                 )
             )
         elif end == start:

@@ -54,6 +54,7 @@ from scheduler.models import (
     HostEvent,
     JoinToken,
     Workload,
+    WorkloadDependency,
     WorkloadEvent,
 )
 from scheduler.notify import push_hosts_on_commit, request_estimates_on_commit, request_tick_on_commit
@@ -762,6 +763,19 @@ def _submitted_limit_of(owner: User, budget: Budget, given: int | None = None) -
     return limit, (f"budget {budget.path}'s submission limit per user" if own is not None else SUBMIT_LIMIT_SETTING)
 
 
+def _budget_said_at_submission(budget: Budget, tree: dict[int, Budget], *, allocated: bool) -> dict[str, Any]:
+    """The pending reason a workload submitted into (or moved into, brk48b) ``budget`` is given at
+    once, as a hold of its own is: the policy's :func:`submission_verdict` of the budget's chain
+    (held, a cap that holds, a cap of 0 that runs it unfunded: tryout47b, rules48); {} where the
+    tick decides."""
+    chain = (tree[pk] for pk in ancestor_ids(budget, tree) if pk in tree)
+    verdict = submission_verdict(
+        ((b.path, b.hold, b.cap_gpu_hours, OnCap(b.on_cap)) for b in chain), allocated=allocated
+    )
+    said = verdict.pending() if verdict is not None else None
+    return {"pending_reason": said[0], "pending_detail": said[1]} if said is not None else {}
+
+
 def _is_image_reference(image: str) -> bool:
     """Whether ``image`` is a container image reference an engine takes (:data:`IMAGE_REFERENCE_RE`)."""
     m = IMAGE_REFERENCE_RE.fullmatch(image)
@@ -1035,13 +1049,7 @@ def do_submit_workload(
             "pending_detail": {"hold": Hold.USER},
         }
     elif not dry_run and not jobs.after:  # an `after` wait is the reason first (the policy's order)
-        chain = (tree[pk] for pk in ancestor_ids(the_budget, tree) if pk in tree)
-        verdict = submission_verdict(
-            ((b.path, b.hold, b.cap_gpu_hours, OnCap(b.on_cap)) for b in chain), allocated=min_runtime_s > 0
-        )
-        said = verdict.pending() if verdict is not None else None
-        if said is not None:  # said at once, as a hold of its own is (tryout47b; unfunded: rules48)
-            fields |= {"pending_reason": said[0], "pending_detail": said[1]}
+        fields |= _budget_said_at_submission(the_budget, tree, allocated=min_runtime_s > 0)
     if dry_run:
         unsaved = Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
         unsaved.job_options = jobs  # type: ignore[attr-defined] -- its after list and array, for a quote
@@ -1606,6 +1614,12 @@ def _update_once(
             fields.update(estimated_start=None, no_start_found=False, estimate_unfunded=False)
             if not (locked.hold and locked.pending_reason == PendingReason.HELD):
                 fields.update(pending_reason="", pending_detail={})  # a held one still says held (try46)
+                # a hold of its own and a dependency's wait are reasons before the budget's (the policy's order)
+                if not locked.hold and not WorkloadDependency.objects.filter(workload_id=pk).exists():
+                    # what a submission of the new request there says at once (brk48b: a move into a
+                    # held or 0-cap downgrade budget said just "pending" until a tick)
+                    allocated = fields.get("min_runtime_s", locked.min_runtime_s) > 0
+                    fields.update(_budget_said_at_submission(checked.budget, tree, allocated=allocated))
         Workload.objects.filter(pk=pk).update(**fields, spec_version=locked.spec_version + 1, updated_at=now)
         if scheduled:
             GPU.objects.filter(nominated_for_id=pk).update_in_id_order(nominated_for=None)  # chosen for the old request

@@ -776,6 +776,7 @@ _RUNNING_FIELDS = (
     "stop_reason",
     "workload__retries",
     "workload__retries_used",
+    "workload__start_failures",
 )
 """What a simulated snapshot reads more of each open attempt's workload (:func:`_running_facts`)."""
 
@@ -792,7 +793,7 @@ def _running_facts(
     number, and with their array group where the snapshot caps it (``group_limits``); their
     wall-time limits added to ``limits`` (the pending ones' already there); the stopping attempts
     whose workloads run again on release (:func:`scheduler.stop_rules.runs_again`)."""
-    from scheduler.stop_rules import runs_again
+    from scheduler.stop_rules import MAX_START_FAILURES, runs_again
 
     running: dict[str, p.Workload] = {}
     requeued: set[str] = set()
@@ -816,10 +817,15 @@ def _running_facts(
         stop_reason,
         retries,
         retries_used,
+        start_failures,
     ) in attempt_rows:
         if aid not in index.attempts:
             continue
-        if index.attempts[aid].stopping and runs_again(stop_reason or "", retries_left=retries_used < retries):
+        if index.attempts[aid].stopping and runs_again(
+            stop_reason or "",
+            retries_left=retries_used < retries,
+            start_failures_left=start_failures < MAX_START_FAILURES,  # its end counts one more
+        ):
             requeued.add(str(aid))
         key = str(wid)
         group = str(g) if g is not None and str(g) in group_limits else None

@@ -29,15 +29,20 @@ def requeue_count(requeue_ends: int, start_failures: int) -> int:
     return requeue_ends + min(start_failures, MAX_START_FAILURES)
 
 
-def runs_again(stop_reason: str, *, retries_left: bool = False) -> bool:
+def runs_again(stop_reason: str, *, retries_left: bool = False, start_failures_left: bool = True) -> bool:
     """Whether the workload of an attempt stopped for ``stop_reason`` runs again once the attempt
     ends (returns to pending, original submission kept: DESIGN.md §4): a requeue
     (:data:`REQUEUE_REASONS`), a failed start's requeue, a gang part's ``failed`` with retries
     left (``retries_left``). Not after a stop that ends the workload: ``canceled``, ``timeout``,
     a gang part's own ``succeeded``, ``failed`` without retries left. The forward simulation
-    requeues a snapshot's stopping attempt by it (``scheduler.snapshot``, est48)."""
-    if stop_reason in REQUEUE_REASONS or stop_reason == FAILED_TO_START:
+    requeues a snapshot's stopping attempt by it (``scheduler.snapshot``, est48).
+    ``start_failures_left``: for ``failed_to_start`` (a gang's part), whether the workload failed to
+    start fewer than :data:`MAX_START_FAILURES` times before this one (after the last it fails:
+    ``scheduler.lifecycle``; brk48b: the estimates requeued it whatever its count)."""
+    if stop_reason in REQUEUE_REASONS:
         return True
+    if stop_reason == FAILED_TO_START:
+        return start_failures_left
     return stop_reason == "failed" and retries_left
 
 
