@@ -60,8 +60,10 @@ PYRAMID_RATIOS = {
     "occupancy": "Occupied (allocated + unallocated) GPU-time / registered GPU-time, last rolled-up hour",
     "occupancy_allocated": "Allocated GPU-time / registered GPU-time, last rolled-up hour",
     "occupancy_unallocated": "Unallocated GPU-time / registered GPU-time, last rolled-up hour",
-    "utilization": "Utilized GPU-time / registered GPU-time, last rolled-up hour",
-    "utilization_of_occupied": "Utilized GPU-time / occupied GPU-time, last rolled-up hour",
+    "utilization": "Utilized GPU-time / registered GPU-time, last rolled-up hour"
+    " (no sample when under half of the occupied GPU-time was measured: not measured)",
+    "utilization_of_occupied": "Utilized GPU-time / occupied GPU-time, last rolled-up hour"
+    " (no sample when under half of the occupied GPU-time was measured: not measured)",
     "impact": "Allocated GPU-time / occupied GPU-time, last rolled-up hour",
 }
 _local_ticks: dict[str, str] = {}
