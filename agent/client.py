@@ -191,9 +191,11 @@ registered on the server" after an admin removed it), a new join drops it."""
 
 REFUSED_LINK_HINT = (
     "an admin's new host token (Hosts admin: Rotate the host token) goes in the agent's config,"
-    " token:, then restart the agent"
+    " token:, then restart the agent; a host the server no longer has (its database restored from a dump"
+    " older than the join) joins again: the install script with --uninstall, then with a new join token"
 )
-"""try43: on 4401 the agent said only that the token was refused; the way out was in the admin's message alone."""
+"""try43: on 4401 the agent said only that the token was refused; the way out was in the admin's message alone.
+deploy48: after a restore the host may not exist at all, so there is nothing to rotate: join again."""
 
 
 class HostRemoved(Exception):

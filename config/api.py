@@ -185,6 +185,11 @@ class FairwayViewSet(viewsets.GenericViewSet):
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
+        if getattr(self, "swagger_fake_view", False):
+            # drf-spectacular building the schema (``check --deploy``, ``manage.py spectacular``): no
+            # request to serve, so no tree to read; with an unreachable database each read waited
+            # FAIRWAY_DB_POOL_TIMEOUT_S, serializer after serializer, for minutes (deploy48)
+            return context
         context.update(
             budget_tree=self.budget_tree,
             budget_paths=tree_memo.paths_of(self.budget_tree),

@@ -267,6 +267,12 @@ try:
 except Exception as exc:  # dj_database_url raises several types on a bad URL
     # never quoted: the URL may hold a password (brk47); the reason names the part that is wrong
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] not in ("django.db.backends.sqlite3", "django.db.backends.postgresql"):
+    # mysql:// and the like parse, then failed at the first query on a missing driver (deploy48)
+    raise ImproperlyConfigured(
+        "DATABASE_URL names a database Fairway does not run on "
+        f"({DATABASE_URL.partition(':')[0][:20]}): give postgres://USER:PASSWORD@HOST:5432/NAME (or unset it: SQLite)"
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] not in ("", ":memory:"):
         owner_only(DATABASES["default"]["NAME"])  # workloads may run on this machine (docs/deploy.md)

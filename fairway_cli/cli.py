@@ -654,7 +654,10 @@ def cmd_logout(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         api.call("POST", "auth/logout/", body={})
     config.token = ""
     config.save()
-    if personal:
+    if args.json:  # deploy48: the sentence was printed under --json too
+        kept = {"kept_token": current["name"]} if personal else {}
+        emit_json({"server": config.server, "logged_out": True, "token_deleted": not personal, **kept}, out)
+    elif personal:
         out.write(
             f"logged out here; the personal token {current['name']} still works on {config.server} for whoever "
             f"holds it (revoke it on {config.server}/tokens/)\n"

@@ -220,7 +220,11 @@ def link_refusal(token: str) -> tuple[str, bool]:
         return "a host token that is not text", False
     host = Host.objects.filter(token_hash=hash_host_token(token)).only("name", "removed_at").first()
     if host is None:
-        return "unknown host token (mistyped, or rotated or revoked since)", False
+        # deploy48: a host that joined after the dump a restore brought back has no row either
+        return (
+            "unknown host token (mistyped, rotated or revoked since, or its host joined after a restore's dump)",
+            False,
+        )
     if host.removed_at is not None:
         return f"host {ascii(host.name)} was removed from the cluster", True
     return f"host {ascii(host.name)}: its token was rotated, revoked or removed while it connected", False
