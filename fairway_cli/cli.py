@@ -646,18 +646,28 @@ def cmd_login(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 def cmd_logout(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """A password login's token, made for this machine, is deleted on the server; a personal token
     (``login --token``, made on the tokens page for scripts and other machines too) is only
-    forgotten here: deleting it stopped every other use of it (tryout48)."""
+    forgotten here: deleting it stopped every other use of it (tryout48). A token the server no
+    longer takes (revoked, expired) is forgotten here too, nothing to delete (break48b)."""
     api = Api(config.server, config.token, escape=not args.json)
-    current = next((t for t in api.call("GET", "tokens/") if t.get("current")), None)
+    try:
+        current = next((t for t in api.call("GET", "tokens/") if t.get("current")), None)
+        gone = False
+    except CliError as exc:
+        if exc.exit_code != EXIT_AUTH:
+            raise
+        current, gone = None, True
     personal = current is not None and current.get("kind") == "personal"
-    if not personal:
+    deleted = not (personal or gone)
+    if deleted:
         api.call("POST", "auth/logout/", body={})
     config.token = ""
     config.save()
     if args.json:  # deploy48: the sentence was printed under --json too
-        kept = {"kept_token": current["name"]} if personal else {}
-        emit_json({"server": config.server, "logged_out": True, "token_deleted": not personal, **kept}, out)
-    elif personal:
+        kept = {"kept_token": current["name"]} if personal and current else {}
+        emit_json({"server": config.server, "logged_out": True, "token_deleted": deleted, **kept}, out)
+    elif gone:
+        out.write("logged out here (the server no longer takes this token)\n")
+    elif personal and current:
         out.write(
             f"logged out here; the personal token {current['name']} still works on {config.server} for whoever "
             f"holds it (revoke it on {config.server}/tokens/)\n"

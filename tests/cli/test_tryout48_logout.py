@@ -60,3 +60,19 @@ def test_logout_of_a_password_login_deletes_its_token(cli, researcher, cluster, 
 
     assert (code, out) == (EXIT_OK, "logged out (the token was deleted on the server)\n")
     assert not _works(token)
+
+
+def test_logout_with_a_token_the_server_no_longer_takes_forgets_it_here(cli, researcher, cluster, tmp_path):
+    """A token revoked or expired on the server (401): the logout still forgets it here and says so,
+    exit 0; it stopped with "not logged in" and kept the dead token (break48b)."""
+    assert cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
+    token = json.loads((tmp_path / "config.json").read_text())["token"]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert client.post("/api/v1/auth/logout/", {}, format="json").status_code == 204  # gone on the server
+
+    code, out, err = cli("logout")
+
+    assert (code, err) == (EXIT_OK, "")
+    assert out == "logged out here (the server no longer takes this token)\n"
+    assert json.loads((tmp_path / "config.json").read_text()).get("token", "") == ""
