@@ -30,7 +30,7 @@ def _sacct(tmp_path: Path, *rows: str) -> str:
 
 
 def _intervals() -> list[tuple[datetime, datetime, int, str]]:
-    return list(UsageEntry.objects.order_by("start").values_list("start", "end", "gpus", "note"))
+    return list(UsageEntry.objects.order_by("start", "note").values_list("start", "end", "gpus", "note"))
 
 
 def _at(hours_ago: float) -> datetime:
@@ -108,3 +108,15 @@ def test_an_export_imported_again_is_still_refused(cluster, researcher, org_tree
     with pytest.raises(CommandError, match=r"line 2 \(job 5\): JobID 5 is already imported"):
         _sacct(tmp_path, *rows)
     assert UsageEntry.objects.count() == 2
+
+
+def test_runs_of_one_job_that_overlap_are_refused(cluster, researcher, org_tree, tmp_path: Path):
+    """A job runs once at a time: two of its records holding GPUs at once would be charged twice."""
+    t = [_at(h) for h in (10, 8, 9, 7)]
+    with pytest.raises(CommandError, match=r"line 3 \(job 5\): .*overlaps"):
+        _sacct(
+            tmp_path,
+            f"5|researcher|olmo|gres/gpu=2|{_stamp(t[0])}|{_stamp(t[1])}|REQUEUED",
+            f"5|researcher|olmo|gres/gpu=2|{_stamp(t[2])}|{_stamp(t[3])}|COMPLETED",
+        )
+    assert not UsageEntry.objects.exists()
