@@ -5,7 +5,7 @@ Two sources:
 - **the Philly trace**: the days before a start job, run through the real policy on the
   cluster's own hosts and budgets (``scheduler.sim.engine``), shifted so that they end now, and
   written as finished workloads, attempts (with their GPUs) and events, in bulk;
-- **a Slurm accounting export** (``sacct -a -X -P -S <start> -o
+- **a Slurm accounting export** (``sacct -a -X -P --duplicates -S <start> -o
   JobID,User,Account,AllocTRES,Start,End,State``): every job that held GPUs becomes a usage
   interval (``UsageEntry``) of the budget named by its Account, noted with its JobID and User, so a
   lab moving from Slurm keeps its window of usage; one still running at the export counts to the
@@ -388,8 +388,8 @@ def rollup_span(cluster: Cluster, start: datetime, end: datetime) -> int:
 # --- a Slurm accounting export -------------------------------------------------------------------
 
 SACCT_COLUMNS = ("JobID", "User", "Account", "AllocTRES", "Start", "End", "State")
-"""The columns ``import_history sacct`` needs (any order, others ignored): ``sacct -a -X -P -S
-<start> -o JobID,User,Account,AllocTRES,Start,End,State``."""
+"""The columns ``import_history sacct`` needs (any order, others ignored): ``sacct -a -X -P
+--duplicates -S <start> -o JobID,User,Account,AllocTRES,Start,End,State`` (each run of a requeued job)."""
 
 
 @dataclass(frozen=True)
