@@ -12,8 +12,8 @@ and waiting at the import's instant is pending there, requeued with the run time
 
 ``sacct``: a Slurm export,
 ``TZ=UTC sacct -a -X -P --duplicates -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
-(``--duplicates``: each run of a requeued job, each counted; ``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset:
-sacct prints local time, hence ``TZ=UTC``).
+(``--duplicates``: each run of a requeued job, each counted; ``--parsable2``: ``|``-separated, a
+header line; times read as UTC unless they carry an offset: sacct prints local time, hence ``TZ=UTC``).
 Account names a leaf budget (path or name), User an existing user; each job that held GPUs becomes
 a usage interval, one still running at the export (End ``Unknown``) to the import's instant, noted
 running at the export (a later export's line of it moves that end); a job already imported on the
