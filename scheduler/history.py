@@ -5,7 +5,7 @@ Two sources:
 - **the Philly trace**: the days before a start job, run through the real policy on the
   cluster's own hosts and budgets (``scheduler.sim.engine``), shifted so that they end now, and
   written as finished workloads, attempts (with their GPUs) and events, in bulk;
-- **a Slurm accounting export** (``sacct -a -X -P -S <start> -o
+- **a Slurm accounting export** (``sacct -a -X -P --duplicates -S <start> -o
   JobID,User,Account,AllocTRES,Start,End,State``): every job that held GPUs becomes a usage
   interval (``UsageEntry``) of the budget named by its Account, noted with its JobID and User, so a
   lab moving from Slurm keeps its window of usage; one still running at the export counts to the
@@ -388,8 +388,8 @@ def rollup_span(cluster: Cluster, start: datetime, end: datetime) -> int:
 # --- a Slurm accounting export -------------------------------------------------------------------
 
 SACCT_COLUMNS = ("JobID", "User", "Account", "AllocTRES", "Start", "End", "State")
-"""The columns ``import_history sacct`` needs (any order, others ignored): ``sacct -a -X -P -S
-<start> -o JobID,User,Account,AllocTRES,Start,End,State``."""
+"""The columns ``import_history sacct`` needs (any order, others ignored): ``sacct -a -X -P
+--duplicates -S <start> -o JobID,User,Account,AllocTRES,Start,End,State`` (each run of a requeued job)."""
 
 
 @dataclass(frozen=True)
@@ -492,6 +492,20 @@ def imported_sacct_jobs(cluster: Cluster) -> set[str]:
     return {note[len(prefix) : note.rindex(sep)] for note in notes if sep in note}
 
 
+def imported_sacct_runs(cluster: Cluster) -> dict[str, list[datetime]]:
+    """The starts of the finished runs imported on ``cluster``, by JobID (a ``--duplicates`` export
+    lists a requeued job once per run, each an interval of its own): a later export's line of a run
+    is that run's if its Start is at or before the interval's start (clipped to the window then)
+    and its job's next run in the export starts after it (import48c)."""
+    prefix, sep = SACCT_NOTE.split("{job}")[0], SACCT_NOTE.split("{job}")[1].split("{user}")[0]
+    rows = UsageEntry.objects.filter(cluster=cluster, note__startswith=prefix).exclude(note__endswith=RUNNING_AT_EXPORT)
+    runs: dict[str, list[datetime]] = {}
+    for note, start in rows.values_list("note", "start"):
+        if sep in note:
+            runs.setdefault(note[len(prefix) : note.rindex(sep)], []).append(start)
+    return runs
+
+
 @dataclass(frozen=True)
 class RunningSacctJob:
     """A job imported while still running (:data:`SACCT_RUNNING_NOTE`): its interval, and what its
@@ -572,6 +586,7 @@ def parse_sacct(
     cluster_gpus: int = 0,
     window_s: int | None = None,
     running: dict[str, RunningSacctJob] | None = None,
+    runs: dict[str, list[datetime]] | None = None,
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
     as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
@@ -587,7 +602,11 @@ def parse_sacct(
     A job still running at the export (a Start, End ``Unknown``, a State not waiting:
     :data:`WAITING_STATES`) counts to ``now``, as a running attempt's usage (DESIGN.md §3.1);
     ``running``: the jobs imported running before (:func:`imported_running_sacct_jobs`), whose
-    intervals a line of theirs moves to its End, or to ``now`` when still running."""
+    intervals a line of theirs moves to its End, or to ``now`` when still running.
+    Several lines of one JobID (``sacct --duplicates``) are its runs, each an interval of its own;
+    the same Start twice is refused. ``runs``: the starts of the finished runs imported before
+    (:func:`imported_sacct_runs`; None: every line of a job in ``imported`` not running is one): a
+    run imported again is skipped when its job has a line adding usage, else refused (import48c)."""
     it = iter(lines)
     header = next(it, "").rstrip("\n").removeprefix("\ufeff").split("|")  # a BOM read as "lacks JobID"
     missing = [c for c in SACCT_COLUMNS if c not in header]
@@ -599,7 +618,8 @@ def parse_sacct(
     jobs: list[SacctJob] = []
     problems: list[str] = []
     skipped: list[str] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+    lines_of: dict[str, list[_SacctRun]] = {}
     for n, raw in enumerate(it, start=2):
         line = raw.rstrip("\n")
         if not line.strip():
@@ -665,10 +685,8 @@ def parse_sacct(
         note_room = UsageEntry._meta.get_field("note").max_length - len(note.format(job="", user=""))
         if len(job) + len(v["User"]) > note_room:  # cut, the note no longer names the job: a second import doubled it
             here.append(f"JobID and User are {len(job) + len(v['User'])} characters, at most {note_room} together")
-        elif job in seen:
-            here.append(f"JobID {job} appears twice")
-        elif job in imported and was_running is None:
-            here.append(f"JobID {job} is already imported on {cluster}")
+        elif (job, v["Start"]) in seen:  # one run listed twice; runs of a requeued job each have theirs
+            here.append(f"JobID {job} appears twice (Start {v['Start'][:40]})")
         if was_running is not None and not here:  # what was imported running, said again (brk48b)
             changed = [
                 f"{what} {said!r}" if isinstance(said, str) else f"{said} GPUs"
@@ -686,11 +704,6 @@ def parse_sacct(
                     f"{Budget.objects.get(pk=was_running.budget_id).path!r}, {was_running.gpus} GPUs): its usage "
                     "would move to another user or budget, or its GPUs be lost"
                 )
-            elif not still_running and end is not None and end < was_running.start:
-                here.append(
-                    f"End is before the start of the job's interval imported running "
-                    f"({instant_text(was_running.start, absolute=True)})"
-                )
         if still_running and start is not None and start > now:
             here.append("Start is in the future")
         elif start is not None and end is not None and (end < start or end > now):
@@ -701,45 +714,119 @@ def parse_sacct(
         if here:
             problems.append(f"line {n} (job {job}): " + "; ".join(here))
             continue
-        seen.add(job)
+        seen.add((job, v["Start"]))
         assert budget is not None and start is not None and end is not None and gpus  # noqa: S101 -- checked
-        since = now - timedelta(seconds=window_s) if window_s is not None else start
-        if was_running is not None and start > was_running.start:
-            # run again since (Slurm requeued it; its waiting lines skipped as not started): the first
-            # run ended by the earlier cut, or by this Start; this run is an interval of its own, not
-            # the first one's end moved across the wait between them (brk48b)
-            cut = was_running.end
-            jobs.append(
-                SacctJob(n, job, v["User"], budget, was_running.gpus, cut, min(cut, start), entry=was_running.entry)
-            )
-            if end > max(start, since):
-                jobs.append(SacctJob(n, job, v["User"], budget, gpus, max(start, since), end, running=still_running))
-        elif was_running is not None:
-            cut = was_running.end
-            jobs.append(
-                SacctJob(
-                    n,
-                    job,
-                    v["User"],
-                    budget,
-                    was_running.gpus,
-                    cut,
-                    max(end, cut) if still_running else end,
-                    running=still_running,
-                    entry=was_running.entry,
-                )
-            )
-        elif end == start:
-            skipped.append(f"line {n}: job {job} ran for no time (Start is End)")
-        elif end <= since:
-            skipped.append(
-                f"line {n}: job {job} ended before the fair-share window ({_window_words(window_s)}): adds nothing"
-            )
-        else:
-            jobs.append(SacctJob(n, job, v["User"], budget, gpus, max(start, since), end, running=still_running))
+        lines_of.setdefault(job, []).append(_SacctRun(n, v["User"], budget, gpus, start, end, still_running))
+    since = now - timedelta(seconds=window_s) if window_s is not None else None
+    for job, lines in lines_of.items():
+        jobs_, skipped_, problems_ = _sacct_runs(
+            job,
+            sorted(lines, key=lambda r: r.start),
+            (running or {}).get(job),
+            (runs or {}).get(job, []) if runs is not None or job in (running or {}) else None,
+            job in imported,
+            since,
+            cluster,
+            window_s,
+        )
+        jobs += jobs_
+        skipped += skipped_
+        problems += problems_
     if problems:
         raise HistoryError(problems)
     return jobs, skipped
+
+
+@dataclass(frozen=True)
+class _SacctRun:
+    """One line of a job, checked: one run of it (a ``--duplicates`` export lists each)."""
+
+    line: int
+    user: str
+    budget: Budget
+    gpus: int
+    start: datetime
+    end: datetime
+    running: bool
+
+
+def _sacct_runs(
+    job: str,
+    lines: list[_SacctRun],
+    was_running: RunningSacctJob | None,
+    runs: list[datetime] | None,
+    imported: bool,
+    since: datetime | None,
+    cluster: str,
+    window_s: int | None,
+) -> tuple[list[SacctJob], list[str], list[str]]:
+    """The intervals of one job's runs (its lines, by Start), its skipped lines and bad lines. A run
+    owns what was imported of it: an interval starting at or after its Start and before the next
+    listed run's (an interval's start is its run's Start, or the window's start then). A finished
+    run imported before is skipped when the job has a line adding usage, else refused (an export
+    imported again, brk30); ``runs`` None: every line of a job ``imported`` is one."""
+    jobs: list[SacctJob] = []
+    skipped: list[str] = []
+    problems: list[str] = []
+    again: list[_SacctRun] = []
+    moved = False
+    for k, r in enumerate(lines):
+        after = lines[k + 1].start if k + 1 < len(lines) else None
+        if k and r.start < lines[k - 1].end:  # a job runs once at a time: both would be charged
+            problems.append(
+                f"line {r.line} (job {job}): its run from {instant_text(r.start, absolute=True)} overlaps the run "
+                f"on line {lines[k - 1].line} (a job's records are its runs, one after another)"
+            )
+            continue
+
+        def owns(at: datetime, r: _SacctRun = r, after: datetime | None = after) -> bool:
+            return r.start <= at and (after is None or at < after)
+
+        if runs is None and imported or any(owns(at) for at in runs or ()):
+            again.append(r)
+        elif was_running is not None and owns(was_running.start):
+            if not r.running and r.end < was_running.start:
+                problems.append(
+                    f"line {r.line} (job {job}): End is before the start of the job's interval imported running "
+                    f"({instant_text(was_running.start, absolute=True)})"
+                )
+                continue
+            cut = was_running.end
+            end = max(r.end, cut) if r.running else r.end
+            jobs.append(
+                SacctJob(r.line, job, r.user, r.budget, was_running.gpus, cut, end, r.running, was_running.entry)
+            )
+            moved = True
+        else:
+            if was_running is not None and not moved and r.start > was_running.start:
+                # run again since (Slurm requeued it; its waiting lines skipped as not started): the first
+                # run ended by the earlier cut, or by this Start; this run is an interval of its own, not
+                # the first one's end moved across the wait between them (brk48b)
+                cut = was_running.end
+                jobs.append(
+                    SacctJob(
+                        r.line, job, r.user, r.budget, was_running.gpus, cut, min(cut, r.start), entry=was_running.entry
+                    )
+                )
+                moved = True
+            start = max(r.start, since) if since is not None else r.start
+            if r.end == r.start:
+                skipped.append(f"line {r.line}: job {job} ran for no time (Start is End)")
+            elif r.end <= start:
+                skipped.append(
+                    f"line {r.line}: job {job} ended before the fair-share window ({_window_words(window_s)}): "
+                    "adds nothing"
+                )
+            else:
+                jobs.append(SacctJob(r.line, job, r.user, r.budget, r.gpus, start, r.end, running=r.running))
+    for r in again:
+        if jobs:  # a --duplicates export overlapping the last one: its earlier runs listed again
+            skipped.append(
+                f"line {r.line}: job {job}'s run from {instant_text(r.start, absolute=True)} is already imported"
+            )
+        else:
+            problems.append(f"line {r.line} (job {job}): JobID {job} is already imported on {cluster}")
+    return jobs, skipped, problems
 
 
 def _window_words(window_s: int | None) -> str:

@@ -104,7 +104,9 @@ def test_the_sacct_import_help_says_how_to_export_and_in_which_time_zone():
     parser = Command().create_parser("manage.py", "import_history")
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     text = " ".join(sub.choices["sacct"].format_help().split())
-    assert "TZ=UTC sacct -a -X -P -S" in text and "-o JobID,User,Account,AllocTRES,Start,End,State" in text, text
+    assert (
+        "TZ=UTC sacct -a -X -P --duplicates -S" in text and "-o JobID,User,Account,AllocTRES,Start,End,State" in text
+    ), text
 
 
 def test_an_operator_removes_a_decommissioned_host_and_its_gpus_stop_counting(

@@ -10,9 +10,10 @@ written as workloads and attempts (their usage), then the pyramid's hours rolled
 and waiting at the import's instant is pending there, requeued with the run time it has left
 (``--requeued cancel``: canceled there, saying so); work still running is cut there, canceled.
 
-``sacct``: a Slurm export, ``TZ=UTC sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
-(``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset:
-sacct prints local time, hence ``TZ=UTC``).
+``sacct``: a Slurm export,
+``TZ=UTC sacct -a -X -P --duplicates -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
+(``--duplicates``: each run of a requeued job, each counted; ``--parsable2``: ``|``-separated, a
+header line; times read as UTC unless they carry an offset: sacct prints local time, hence ``TZ=UTC``).
 Account names a leaf budget (path or name), User an existing user; each job that held GPUs becomes
 a usage interval, one still running at the export (End ``Unknown``) to the import's instant, noted
 running at the export (a later export's line of it moves that end); a job already imported on the
@@ -42,6 +43,7 @@ from scheduler.history import (
     choose_jobs,
     imported_running_sacct_jobs,
     imported_sacct_jobs,
+    imported_sacct_runs,
     parse_sacct,
     rollup_span,
     sacct_accounts,
@@ -92,9 +94,10 @@ class Command(BaseCommand):
             "sacct",
             help="a Slurm `sacct -a -X -P` export",
             description=(
-                "Import a Slurm accounting export, made on the Slurm side with: TZ=UTC sacct -a -X -P -S "
+                "Import a Slurm accounting export, made on the Slurm side with: TZ=UTC sacct -a -X -P --duplicates -S "
                 "<start, e.g. now-7days> -o JobID,User,Account,AllocTRES,Start,End,State > usage.txt. "
-                "Times without an offset are read as UTC (sacct prints local time: hence TZ=UTC). Account "
+                "Times without an offset are read as UTC (sacct prints local time: hence TZ=UTC); --duplicates lists "
+                "each run of a requeued job, each its own usage (without it only the last run is in the file). Account "
                 "names a leaf budget (path or name), User an existing user; each job that held GPUs becomes usage "
                 "of that budget, from the fair-share window's start at the earliest to its End (one still running: "
                 "to now, moved by a later export's line of it). A job "
@@ -206,6 +209,7 @@ class Command(BaseCommand):
                 now=timezone.now(),
                 ambiguous=ambiguous,
                 imported=imported_sacct_jobs(cluster),
+                runs=imported_sacct_runs(cluster),
                 cluster=cluster.name,
                 cluster_gpus=gpus,
                 window_s=int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]),
