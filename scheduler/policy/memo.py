@@ -71,7 +71,7 @@ class Memo:
         # read the state: reason tables (reservations ignored, §3.8)
         self.levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self.level_table: dict[tuple[object, ...], Any] = {}  # per level, keyed by what it reads
-        self.gang_table: dict[tuple[object, ...], list[tuple[int, str]]] = {}
+        self.gang_table: dict[tuple[object, ...], Any] = {}  # the gang tables and their index (reason_tables)
         self.gang_options: dict[tuple[object, ...], list[str]] = {}
         # read the state, not the reservations (reserved hosts are skipped when read):
         # (model, GPUs, allowed budgets, CPUs, memory) -> a single-host reservation search's

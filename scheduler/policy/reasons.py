@@ -32,7 +32,7 @@ import scheduler.policy.resources as resources
 import scheduler.policy.room_index as room_index
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reason_hosts import RESOURCES, binds, earliest_protected, only_resource, resource_levels
-from scheduler.policy.reason_tables import gang_table, level_table
+from scheduler.policy.reason_tables import gang_reads, level_table
 from scheduler.policy.types import Host, PendingInfo, PendingReason, Workload
 
 
@@ -189,27 +189,17 @@ def _witness(ps: PassState, w: Workload, host: str) -> str | None:
 
 
 def _gang_levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
-    """The ``k``-th best whole host's level (:func:`gang_table`) among the hosts whose CPUs and
+    """The ``k``-th best whole host's level (``reason_tables.gang_reads``) among the hosts whose CPUs and
     memory take the gang's requests with nothing else there (``reserve.gang_hosts``). At level 2
     the hosts and the instant are the reservation's (``reserve.earliest_gang``, no host reserved):
     the reason and the reservation never name different room."""
     st = ps.state
     size = st.largest[w.model]
     k = w.gpus // size
-    every = gang_table(ps, w, size)
     fit = reserve.gang_hosts(ps, w.model, size, w.cpus, w.memory)
-    levels = every if len(fit) == len(every) else [x for x in every if x[1] in {hv.name for hv in fit}]
-    short: list[str] = []
-    if (
-        levels is not every
-        and len(every) >= k
-        and every[k - 1][0] < 4
-        and (len(levels) < k or levels[k - 1][0] > every[k - 1][0])
-    ):
-        # CPUs or memory keep the gang off hosts that GPUs alone would give it: say which.
-        kept = {h for _, h in levels}
-        gone = [st.hosts[h].host for lv, h in every if h not in kept and lv <= every[k - 1][0]]
-        short = [r for r in RESOURCES if any(not _fits_empty(h, r, size, w) for h in gone)]
+    _, levels, gone = gang_reads(ps, w, size, k, fit)
+    # CPUs or memory keep the gang off hosts that GPUs alone would give it (``gone``): say which.
+    short = [r for r in RESOURCES if any(not _fits_empty(st.hosts[h].host, r, size, w) for h in gone)]
     if len(levels) < k or levels[k - 1][0] >= 4:
         return 4, ({"resources": short} if short else {})
     level, last = levels[k - 1]
