@@ -46,7 +46,7 @@ def test_each_run_of_a_requeued_job_is_its_own_interval(cluster, researcher, org
         f"5|researcher|olmo|gres/gpu=2|{_stamp(t[2])}|{_stamp(t[3])}|NODE_FAIL",
         f"5|researcher|olmo|gres/gpu=4|{_stamp(t[4])}|{_stamp(t[5])}|COMPLETED",
     )
-    assert "imported 3 Slurm jobs (12.0 GPU-hours)" in out
+    assert "imported 1 Slurm jobs in 3 runs (12.0 GPU-hours)" in out
     note = "sacct job 5 user researcher"
     assert _intervals() == [(t[0], t[1], 2, note), (t[2], t[3], 2, note), (t[4], t[5], 4, note)]
 

@@ -221,8 +221,11 @@ class Command(BaseCommand):
         gpu_h = sum(j.gpus * (j.end - j.start).total_seconds() for j in jobs) / 3600
         running = sum(j.running for j in jobs)
         moved = sum(j.entry is not None for j in jobs)
+        n_jobs = len({j.job_id for j in jobs})
         self.stdout.write(
-            f"imported {n} Slurm jobs ({gpu_h:.1f} GPU-hours) into {cluster.name}"
+            f"imported {n_jobs} Slurm jobs"
+            + (f" in {n} runs" if n != n_jobs else "")  # a requeued job's runs (import48c)
+            + f" ({gpu_h:.1f} GPU-hours) into {cluster.name}"
             + (f"; {running} running at the export, counted to now" if running else "")
             + (f"; {moved} imported running before, their usage moved to their End or now" if moved else "")
             + f"; {len(skipped)} skipped"
