@@ -104,3 +104,11 @@ def test_the_guard_names_both_and_passes_outside_production():
 def test_rundramatiq_is_scheduler_s_wrapper():
     """``scheduler`` is before ``django_dramatiq`` in INSTALLED_APPS, so its ``rundramatiq`` wins."""
     assert get_commands()["rundramatiq"] == "scheduler"
+
+
+def test_the_web_unit_runs_the_preflight_before_uvicorn():
+    """ops48: the systemd unit starts the web process as the Procfile does (uvicorn, --workers):
+    `manage.py web_preflight` first, so a refusal is one line and no start."""
+    lines = (ROOT / "deploy" / "systemd" / "fairway-web.service").read_text().splitlines()
+    pre = [line for line in lines if line.startswith("ExecStartPre=")]
+    assert pre and pre[0].endswith("manage.py web_preflight"), pre
