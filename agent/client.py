@@ -25,6 +25,7 @@ import signal
 import time
 from collections.abc import Coroutine, Generator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 import websockets
@@ -43,6 +44,7 @@ from agent.protocol import (
     MAX_MESSAGE_BYTES,
     PORT_CHUNK_BYTES,
     SERVER_MESSAGE_TYPES,
+    UNKNOWN_TOKEN_REASON,
     Ack,
     AttemptEvent,
     AttemptStatus,
@@ -187,6 +189,32 @@ HOST_REMOVED_FILE = "removed"
 """The note a removed host's agent leaves in its state directory ("removed from Fairway by an admin;
 told at TIME"): the install script's ``--uninstall`` reads it (try56: it said the host "is still
 registered on the server" after an admin removed it), a new join drops it."""
+
+HOST_UNKNOWN_FILE = "unknown"
+"""The note an agent leaves in its state directory when the server refused its token as unknown
+("the server does not know this host's token; told at TIME"), as after a database restore older
+than the join (docs/deploy.md §7): ``--uninstall`` reads it (ops48: it said the host "is still
+registered on the server", which had no such host); a link the server takes, or a new join, drops it."""
+
+
+def note_link_closed(state_dir: Path, code: int | None, reason: str) -> None:
+    """Leave :data:`HOST_UNKNOWN_FILE` when the server closed the link refusing the token as
+    unknown; nothing on any other close (a host whose token changed under it is still there). Best effort."""
+    if code != CLOSE_UNAUTHORIZED or not reason.startswith(UNKNOWN_TOKEN_REASON):
+        return
+    told = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        (state_dir / HOST_UNKNOWN_FILE).write_text(f"the server does not know this host's token; told at {told}\n")
+    except OSError as exc:
+        log.warning("cannot write %s: %s", state_dir / HOST_UNKNOWN_FILE, exc)
+
+
+def note_link_open(state_dir: Path) -> None:
+    """The server took the link: drop :data:`HOST_UNKNOWN_FILE`. Best effort."""
+    try:
+        (state_dir / HOST_UNKNOWN_FILE).unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("cannot remove %s: %s", state_dir / HOST_UNKNOWN_FILE, exc)
 
 
 REFUSED_LINK_HINT = (
@@ -379,6 +407,7 @@ class Agent:
                 log.error(HOST_REMOVED_LOG)  # one line, then the agent exits (EXIT_HOST_REMOVED)
                 raise HostRemoved(ws.close_reason or "")
             log.warning("disconnected from the server (close code %s %s)", ws.close_code, ws.close_reason or "")
+            note_link_closed(self.config.state_dir, ws.close_code, ws.close_reason or "")
             if ws.close_code == CLOSE_SUPERSEDED:
                 log.error("the server accepted a newer connection with this host's token: does another agent use it?")
             elif ws.close_code == CLOSE_UNAUTHORIZED:
@@ -426,6 +455,7 @@ class Agent:
         cpus, memory = await asyncio.to_thread(self._host_resources)
         self._gpu_uuids = [g.uuid for g in gpus]
         self.health.update(connected=True, connected_since=time.time(), gpus=len(gpus), last_heartbeat_at=None)
+        note_link_open(self.config.state_dir)
         # No await between the snapshot and the hello's id: an exit is either in the hello or
         # reported after it, never before it nor lost.
         statuses, reported, starts, late_exits = self._attempt_statuses()

@@ -154,10 +154,11 @@ def join(
         **written,
     }
     write_config(config_path, values)
-    if settings.get("state_dir") is not None:  # a removed host's note is not this new host's (try56)
-        from agent.client import HOST_REMOVED_FILE
+    if settings.get("state_dir") is not None:  # the old host's notes are not this new host's (try56, ops48)
+        from agent.client import HOST_REMOVED_FILE, HOST_UNKNOWN_FILE
 
-        Path(settings["state_dir"], HOST_REMOVED_FILE).unlink(missing_ok=True)
+        for note in (HOST_REMOVED_FILE, HOST_UNKNOWN_FILE):
+            Path(settings["state_dir"], note).unlink(missing_ok=True)
     return (
         f"joined cluster {answer.get('cluster', '?')} as host {values['host_name']} with {len(gpus)} x "
         f"{inventory[0].model}; config written to {config_path}"

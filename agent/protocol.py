@@ -61,6 +61,9 @@ CLOSE_HOST_REMOVED = 4410
 connect): for good, as HTTP's 410 Gone. The agent stops (``agent.client.EXIT_HOST_REMOVED``)
 instead of reconnecting; 4401 (token unknown, rotated or revoked) and 4409 (superseded) are retried."""
 HOST_REMOVED_REASON = "host removed from Fairway by an admin"
+UNKNOWN_TOKEN_REASON = "unknown host token"  # noqa: S105 -- words, not a token
+"""How the server's 4401 to a token no host holds begins (``scheduler.gateway.link_refusal``): the
+agent notes it for ``--uninstall`` (``agent.client.HOST_UNKNOWN_FILE``)."""
 """Largest encoded envelope either side sends or accepts, in bytes of UTF-8."""
 MAX_HOST_GPUS = 256
 """Most GPUs one host reports (``hello``, ``heartbeat``) or one ``start`` names; a join is held to it too."""

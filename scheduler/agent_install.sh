@@ -201,6 +201,9 @@ if [ "$UNINSTALL" = 1 ]; then
     JOINED_AS="$(sed -n 's/^host_name: *//p' "$CONFIG" 2>/dev/null | head -n 1 | tr -d "'\"" || true)"
     # the note a removed host's agent leaves (agent.client.HOST_REMOVED_FILE), read before a --purge
     REMOVED_AT="$(sed -n 's/^removed from Fairway by an admin; told at //p' "$STATE/removed" 2>/dev/null | head -n 1 || true)"
+    # the note of an agent whose token the server refused as unknown (agent.client.HOST_UNKNOWN_FILE):
+    # a database restored from a dump older than the join has no such host (docs/deploy.md §7)
+    UNKNOWN_AT="$(sed -n "s/^the server does not know this host's token; told at //p" "$STATE/unknown" 2>/dev/null | head -n 1 || true)"
     rm -rf "$VENV" "$CONFIG"
     rmdir "$ETC" "$RUN" 2>/dev/null || true
     [ -n "$PREFIX" ] || rmdir /opt/fairway-agent 2>/dev/null || true
@@ -212,6 +215,12 @@ if [ "$UNINSTALL" = 1 ]; then
     say "uninstalled"
     if [ -n "$REMOVED_AT" ]; then
         say "the host ${JOINED_AS:-of this machine} was removed from the server by an admin (its agent was told at $REMOVED_AT): nothing is left to do there"
+        exit 0
+    fi
+    if [ -n "$UNKNOWN_AT" ]; then
+        say "the server does not know the host ${JOINED_AS:-of this machine} (it refused its token as unknown at $UNKNOWN_AT,"
+        say "as after a restore of a dump older than the join): nothing to remove there; join again with a new join token"
+        say "(had an admin rotated or revoked its token instead, the host is still in admin → Hosts)"
         exit 0
     fi
     say "the host ${JOINED_AS:-of this machine} is still registered on the server; unless it is drained already,"

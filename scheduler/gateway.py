@@ -222,7 +222,8 @@ def link_refusal(token: str) -> tuple[str, bool]:
     if host is None:
         # deploy48: a host that joined after the dump a restore brought back has no row either
         return (
-            "unknown host token (mistyped, rotated or revoked since, or its host joined after a restore's dump)",
+            f"{protocol.UNKNOWN_TOKEN_REASON} (mistyped, rotated or revoked since,"
+            " or its host joined after a restore's dump)",
             False,
         )
     if host.removed_at is not None:

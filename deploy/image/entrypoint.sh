@@ -6,6 +6,7 @@ cmd=${1:-web}
 [ $# -gt 0 ] && shift
 case "$cmd" in
 web)
+    python manage.py web_preflight  # one line and exit 1 where the web process would refuse (set -e)
     exec uvicorn config.asgi:application --host "${HOST:-0.0.0.0}" --port "${PORT:-8000}" \
         --workers "${WEB_WORKERS:-2}" --http httptools --loop uvloop --timeout-graceful-shutdown 30 --ws websockets-sansio --ws-ping-interval 120 --ws-ping-timeout 60 --ws-max-size 262144 --lifespan off --proxy-headers "$@" ;;
 worker)

@@ -83,6 +83,29 @@ def test_uninstall_of_a_removed_host_says_it_was_removed_not_still_registered(tm
     assert "gpu-9 was removed from the server by an admin (its agent was told at 2026-12-06T23:10:00Z)" in done.stdout
 
 
+def test_uninstall_of_a_host_the_server_does_not_know_says_so_not_still_registered(tmp_path: Path):
+    """ops48: after a database restore older than the host's join (docs/deploy.md §7: uninstall,
+    then join again), the server refused the agent's token as unknown, and --uninstall still said
+    "the host gpu-5 is still registered on the server" and told the operator to drain and remove it."""
+    from agent.client import HOST_UNKNOWN_FILE
+
+    prefix = tmp_path / "agent"
+    for sub in ("venv/bin", "etc", "state", "run"):
+        (prefix / sub).mkdir(parents=True)
+    (prefix / "etc" / "agent.yaml").write_text("host_name: gpu-5\n")
+    (prefix / "state" / HOST_UNKNOWN_FILE).write_text(
+        "the server does not know this host's token; told at 2026-12-07T09:00:00Z\n"
+    )
+
+    done = _bash_stdin(_served("/agent/install.sh"), "--uninstall", "--no-systemd", "--prefix", str(prefix))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "still registered" not in done.stdout and "fairway hosts drain" not in done.stdout, done.stdout
+    assert "the server does not know the host gpu-5" in done.stdout, done.stdout
+    assert "refused its token as unknown at 2026-12-07T09:00:00Z" in done.stdout, done.stdout
+    assert "nothing to remove there" in done.stdout, done.stdout
+
+
 def test_uninstall_without_purge_keeps_the_state_and_the_log(tmp_path: Path):
     prefix = tmp_path / "agent"
     for sub in ("venv/bin", "etc", "state", "run"):
