@@ -137,14 +137,20 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
     """
     began = time.monotonic()
     now = now or timezone.now()
-    steps = [lifecycle.stop_timed_out, lifecycle.settle_dependencies]
-    if services.drains_due(cluster_id, now):  # one indexed read; the locked step only when one is due
-        steps.insert(0, services.apply_due_drains)
-    for step in steps:
-        # Each its own transaction (docs/locking.md: several workloads in one statement, id order;
+    steps = [
+        (services.drains_due, services.apply_due_drains),
+        (lifecycle.timeouts_due, lifecycle.stop_timed_out),
+        (lifecycle.dependencies_due, lifecycle.settle_dependencies),
+    ]
+    for due, step in steps:
+        # An unlocked read first (one or two indexed statements): the step's locked transaction
+        # only when it has something to do (most ticks: none), which it then reads again under the
+        # lock. Each its own transaction (docs/locking.md: several workloads in one statement, id order;
         # a scheduled drain is applied and cleared in one, at most once: docs/deploy.md):
         # in the decisions' transaction, its rows locked before the decisions' own took workloads
         # out of id order, and deadlocked with an ordered locker of both (brk52).
+        if not due(cluster_id, now):
+            continue
         with _locked_transaction(cluster_id) as acquired:
             if not acquired:
                 return TickResult(cluster_id=cluster_id, status="skipped")
