@@ -1871,11 +1871,7 @@ def start_timeouts(now: datetime | None = None) -> int:
 def _timed_out_candidates(cluster_id: int, now: datetime) -> list[tuple[int, int]]:
     """(attempt, workload) of the open attempts of ``cluster_id`` past their workload's limit at
     ``now``, read without locks (:func:`stop_timed_out` reads it again under the tick's lock)."""
-    limits = dict(
-        Workload.objects.filter(cluster_id=cluster_id, state__in=_LIVE, max_runtime_s__isnull=False)
-        .order_by()
-        .values_list("pk", "max_runtime_s")
-    )
+    limits = dict(live_with_limits(cluster_id).order_by().values_list("pk", "max_runtime_s"))
     if not limits:
         return []
     return [
@@ -1890,6 +1886,12 @@ def _timed_out_candidates(cluster_id: int, now: datetime) -> list[tuple[int, int
         .values_list("pk", "workload_id", "started_at")
         if started + timedelta(seconds=limits[wid]) <= now
     ]
+
+
+def live_with_limits(cluster_id: int) -> Any:
+    """The live workloads of ``cluster_id`` that have a wall-time limit (the ``cluster, state``
+    index): none, and :func:`stop_timed_out` has nothing to read further (most ticks)."""
+    return Workload.objects.filter(cluster_id=cluster_id, state__in=_LIVE, max_runtime_s__isnull=False)
 
 
 def timeouts_due(cluster_id: int, now: datetime) -> bool:
@@ -1970,7 +1972,7 @@ def timed_out_plain(cluster_id: int, now: datetime) -> list[tuple[int, int]]:
     )
 
 
-def _unmet_dependencies(cluster_id: int) -> Any:
+def unmet_dependencies(cluster_id: int) -> Any:
     """The ``after ID:ok`` dependencies of the pending workloads of ``cluster_id`` that can no
     longer be met (the workload waited for ended failed or canceled)."""
     from scheduler.models import WorkloadDependency
@@ -1986,7 +1988,7 @@ def _unmet_dependencies(cluster_id: int) -> Any:
 def dependencies_due(cluster_id: int, now: datetime) -> bool:
     """Whether :func:`settle_dependencies` has a workload to cancel: the tick's unlocked check
     before it (as :func:`timeouts_due`); ``now`` for the tick's one signature of these checks."""
-    return _unmet_dependencies(cluster_id).exists()
+    return unmet_dependencies(cluster_id).exists()
 
 
 def settle_dependencies(cluster_id: int, now: datetime) -> list[int]:
@@ -1995,7 +1997,7 @@ def settle_dependencies(cluster_id: int, now: datetime) -> list[int]:
     the workloads canceled; their own dependents follow at the next tick."""
     doomed: dict[int, tuple[int, str]] = {}
     for wid, after, state in (
-        _unmet_dependencies(cluster_id)
+        unmet_dependencies(cluster_id)
         .values_list("workload_id", "after_id", "after__state")
         .order_by("workload_id", "after_id")
     ):

@@ -100,6 +100,9 @@ def test_a_tick_with_no_stop_drain_or_dependency_due_opens_only_the_decisions_tr
     g = list(GPU.objects.order_by("index"))
     tw.attempt(tw.workload(max_runtime_s=600), [g[0]], started_ago=120)  # a limit, not reached
     taken = _counting_locks(monkeypatch)
+    with CaptureQueriesContext(connection) as ctx:  # drains due, live limits, unmet dependencies: one read
+        assert tick._steps_due(tw.cluster.pk, tw.now) == (False, True, False)
+    assert len(ctx.captured_queries) == 1
 
     assert tick.run_tick(tw.cluster.pk, now=tw.now).status == "ran"
     assert taken == [tw.cluster.pk]
