@@ -1896,8 +1896,8 @@ def live_with_limits(cluster_id: int) -> Any:
 
 def timeouts_due(cluster_id: int, now: datetime) -> bool:
     """Whether :func:`stop_timed_out` has an attempt to stop at ``now``: the tick's unlocked check
-    before it (as ``services.drains_due``), so a tick with none due costs one or two reads, not a
-    transaction of its own (begin, lock, reads, commit: four round trips to the database)."""
+    before it (after ``tick._steps_due`` found a live workload with a limit), so a tick with none
+    due costs reads, not a transaction of its own (begin, lock, reads, commit)."""
     return bool(_timed_out_candidates(cluster_id, now))
 
 
@@ -1987,7 +1987,8 @@ def unmet_dependencies(cluster_id: int) -> Any:
 
 def dependencies_due(cluster_id: int, now: datetime) -> bool:
     """Whether :func:`settle_dependencies` has a workload to cancel: the tick's unlocked check
-    before it (as :func:`timeouts_due`); ``now`` for the tick's one signature of these checks."""
+    again after a step of the tick ran (``tick._steps_due`` read it before); ``now`` for the
+    steps' one signature."""
     return unmet_dependencies(cluster_id).exists()
 
 
