@@ -1868,6 +1868,39 @@ def start_timeouts(now: datetime | None = None) -> int:
 # --- wall-time limits and dependencies (docs/jobs.md), run by the tick before its snapshot ---------
 
 
+def _timed_out_candidates(cluster_id: int, now: datetime) -> list[tuple[int, int]]:
+    """(attempt, workload) of the open attempts of ``cluster_id`` past their workload's limit at
+    ``now``, read without locks (:func:`stop_timed_out` reads it again under the tick's lock)."""
+    limits = dict(live_with_limits(cluster_id).order_by().values_list("pk", "max_runtime_s"))
+    if not limits:
+        return []
+    return [
+        (aid, wid)
+        for aid, wid, started in Attempt.objects.filter(
+            workload_id__in=sorted(limits),
+            ended_at__isnull=True,
+            started_at__isnull=False,
+            stop_requested_at__isnull=True,
+        )
+        .order_by()
+        .values_list("pk", "workload_id", "started_at")
+        if started + timedelta(seconds=limits[wid]) <= now
+    ]
+
+
+def live_with_limits(cluster_id: int) -> Any:
+    """The live workloads of ``cluster_id`` that have a wall-time limit (the ``cluster, state``
+    index): none, and :func:`stop_timed_out` has nothing to read further (most ticks)."""
+    return Workload.objects.filter(cluster_id=cluster_id, state__in=_LIVE, max_runtime_s__isnull=False)
+
+
+def timeouts_due(cluster_id: int, now: datetime) -> bool:
+    """Whether :func:`stop_timed_out` has an attempt to stop at ``now``: the tick's unlocked check
+    before it (after ``tick._steps_due`` found a live workload with a limit), so a tick with none
+    due costs reads, not a transaction of its own (begin, lock, reads, commit)."""
+    return bool(_timed_out_candidates(cluster_id, now))
+
+
 def stop_timed_out(cluster_id: int, now: datetime) -> list[int]:
     """Issue a ``timeout`` stop to every attempt of ``cluster_id`` that has run its workload's
     ``max_runtime_s`` since its confirmed start (DESIGN.md §4: a stop like any other, charged to
@@ -1884,25 +1917,7 @@ def stop_timed_out(cluster_id: int, now: datetime) -> list[int]:
     without statistics (a nested loop rescanning the cluster's workloads per open attempt;
     docs/benchmarks/api_load.md, "lat32").
     """
-    limits = dict(
-        Workload.objects.filter(cluster_id=cluster_id, state__in=_LIVE, max_runtime_s__isnull=False)
-        .order_by()
-        .values_list("pk", "max_runtime_s")
-    )
-    if not limits:
-        return []
-    rows = [
-        (aid, wid)
-        for aid, wid, started in Attempt.objects.filter(
-            workload_id__in=sorted(limits),
-            ended_at__isnull=True,
-            started_at__isnull=False,
-            stop_requested_at__isnull=True,
-        )
-        .order_by()
-        .values_list("pk", "workload_id", "started_at")
-        if started + timedelta(seconds=limits[wid]) <= now
-    ]
+    rows = _timed_out_candidates(cluster_id, now)
     if not rows:
         return []
     list(Workload.objects.select_for_update().filter(pk__in=[w for _a, w in rows]).order_by("pk").values_list("pk"))
@@ -1957,20 +1972,33 @@ def timed_out_plain(cluster_id: int, now: datetime) -> list[tuple[int, int]]:
     )
 
 
+def unmet_dependencies(cluster_id: int) -> Any:
+    """The ``after ID:ok`` dependencies of the pending workloads of ``cluster_id`` that can no
+    longer be met (the workload waited for ended failed or canceled)."""
+    from scheduler.models import WorkloadDependency
+
+    return WorkloadDependency.objects.filter(
+        workload__cluster_id=cluster_id,
+        workload__state=Workload.State.PENDING,
+        condition=WorkloadDependency.Condition.OK,
+        after__state__in=[Workload.State.FAILED, Workload.State.CANCELED],
+    )
+
+
+def dependencies_due(cluster_id: int, now: datetime) -> bool:
+    """Whether :func:`settle_dependencies` has a workload to cancel: the tick's unlocked check
+    again after a step of the tick ran (``tick._steps_due`` read it before); ``now`` for the
+    steps' one signature."""
+    return unmet_dependencies(cluster_id).exists()
+
+
 def settle_dependencies(cluster_id: int, now: datetime) -> list[int]:
     """Cancel the pending workloads of ``cluster_id`` whose ``after ID:ok`` can no longer be met
     (the workload waited for ended failed or canceled), each with an event naming it. Returns
     the workloads canceled; their own dependents follow at the next tick."""
-    from scheduler.models import WorkloadDependency
-
     doomed: dict[int, tuple[int, str]] = {}
     for wid, after, state in (
-        WorkloadDependency.objects.filter(
-            workload__cluster_id=cluster_id,
-            workload__state=Workload.State.PENDING,
-            condition=WorkloadDependency.Condition.OK,
-            after__state__in=[Workload.State.FAILED, Workload.State.CANCELED],
-        )
+        unmet_dependencies(cluster_id)
         .values_list("workload_id", "after_id", "after__state")
         .order_by("workload_id", "after_id")
     ):

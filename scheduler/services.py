@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Exists, Q
+from django.db.models import Count, Exists, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -2707,11 +2707,11 @@ def do_cancel_scheduled_drain(actor: User | None, host: Host, reason: str = "") 
     return locked
 
 
-def drains_due(cluster_id: int, now: datetime) -> bool:
-    """Whether a host of ``cluster_id`` has a scheduled drain due at ``now``: the tick's unlocked
-    check before :func:`apply_due_drains` (which reads them again under the tick's lock), so a
-    tick with none due costs one indexed read, not a transaction of its own."""
-    return Host.objects.filter(cluster_id=cluster_id, drain_at__lte=now).exists()
+def due_drains(cluster_id: int, now: datetime) -> QuerySet[Host]:
+    """The hosts of ``cluster_id`` whose scheduled drain is due at ``now``: the tick's unlocked
+    check (``tick._steps_due``) before :func:`apply_due_drains`, which reads them again under the
+    tick's lock, so a tick with none due opens no transaction for them."""
+    return Host.objects.filter(cluster_id=cluster_id, drain_at__lte=now)
 
 
 def apply_due_drains(cluster_id: int, now: datetime) -> list[int]:

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import Case, Max, Value, When
+from django.db.models import Case, Exists, Max, Value, When
 from django.utils import timezone
 
 from scheduler import lifecycle, notify, services, tick_figures
@@ -137,18 +137,22 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
     """
     began = time.monotonic()
     now = now or timezone.now()
-    steps = [lifecycle.stop_timed_out, lifecycle.settle_dependencies]
-    if services.drains_due(cluster_id, now):  # one indexed read; the locked step only when one is due
-        steps.insert(0, services.apply_due_drains)
-    for step in steps:
-        # Each its own transaction (docs/locking.md: several workloads in one statement, id order;
-        # a scheduled drain is applied and cleared in one, at most once: docs/deploy.md):
-        # in the decisions' transaction, its rows locked before the decisions' own took workloads
-        # out of id order, and deadlocked with an ordered locker of both (brk52).
-        with _locked_transaction(cluster_id) as acquired:
-            if not acquired:
-                return TickResult(cluster_id=cluster_id, status="skipped")
-            step(cluster_id, now)
+    # An unlocked read first (:func:`_steps_due`): a step's locked transaction only when it has
+    # something to do (most ticks: none), which it then reads again under the lock. Each its own
+    # transaction (docs/locking.md: several workloads in one statement, id order; a scheduled
+    # drain is applied and cleared in one, at most once: docs/deploy.md): in the decisions'
+    # transaction, its rows locked before the decisions' own took workloads out of id order, and
+    # deadlocked with an ordered locker of both (brk52).
+    drains, limited, unmet = _steps_due(cluster_id, now)
+    if drains and not _locked_step(cluster_id, now, services.apply_due_drains):
+        return TickResult(cluster_id=cluster_id, status="skipped")
+    timeouts = limited and lifecycle.timeouts_due(cluster_id, now)
+    if timeouts and not _locked_step(cluster_id, now, lifecycle.stop_timed_out):
+        return TickResult(cluster_id=cluster_id, status="skipped")
+    if drains or timeouts:  # read again after a step that ran (neither ends a workload: belt and braces)
+        unmet = lifecycle.dependencies_due(cluster_id, now)
+    if unmet and not _locked_step(cluster_id, now, lifecycle.settle_dependencies):
+        return TickResult(cluster_id=cluster_id, status="skipped")
     stamps = [("timeouts", time.monotonic())]
     with _locked_transaction(cluster_id) as acquired:
         if not acquired:
@@ -185,6 +189,33 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
             _phases(began, stamps),
         )
     return result
+
+
+def _locked_step(cluster_id: int, now: datetime, step: Callable[[int, datetime], object]) -> bool:
+    """Run ``step`` in a transaction of its own under the cluster's tick lock; False if it is held."""
+    with _locked_transaction(cluster_id) as acquired:
+        if acquired:
+            step(cluster_id, now)
+        return acquired
+
+
+def _steps_due(cluster_id: int, now: datetime) -> tuple[bool, bool, bool]:
+    """Whether the tick's steps before its decisions may have something to do at ``now``: a
+    scheduled drain due (``services.due_drains``), a live workload with a wall-time limit
+    (``lifecycle.live_with_limits``: then ``timeouts_due`` reads its attempts) and a dependency
+    no longer met (``lifecycle.unmet_dependencies``), in one unlocked read (trim48: a read and
+    for two of them a transaction each, on every tick). A missing cluster: none."""
+    row = (
+        Cluster.objects.filter(pk=cluster_id)
+        .annotate(
+            drains=Exists(services.due_drains(cluster_id, now)),
+            limited=Exists(lifecycle.live_with_limits(cluster_id)),
+            unmet=Exists(lifecycle.unmet_dependencies(cluster_id)),
+        )
+        .values_list("drains", "limited", "unmet")
+        .first()
+    )
+    return (bool(row[0]), bool(row[1]), bool(row[2])) if row is not None else (False, False, False)
 
 
 def _phases(began: float, stamps: list[tuple[str, float]]) -> str:

@@ -293,7 +293,8 @@ def test_the_command_plays_db_scenarios_in_a_scratch_database(
     one (here the test database, left empty) is never read or written."""
     with django_db_blocker.unblock():
         configured = connection.settings_dict["NAME"]
-        call_command("scenario", str(SCENARIOS[0]), "--backend", "db")
+        # the shortest shared scenario (trim48: P01, 180 ticks, plays on this backend above)
+        call_command("scenario", str(next(p for p in SCENARIOS if p.name.startswith("P03-"))), "--backend", "db")
         assert connection.settings_dict["NAME"] == configured
         assert not Cluster.objects.exists() and not Budget.objects.exists()
     assert "PASS" in capsys.readouterr().out

@@ -75,3 +75,39 @@ def test_a_live_workload_past_its_limit_is_stopped_in_a_bounded_number_of_querie
     assert all("JOIN" not in q.upper() for q in reads), reads
     # the two reads, the two locks, the two updates, the events, the push's hosts
     assert len(ctx.captured_queries) <= 8
+
+
+def _counting_locks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from scheduler import tick
+
+    taken: list[int] = []
+    real = tick._locked_transaction
+
+    def counting(cluster_id: int):  # type: ignore[no-untyped-def]
+        taken.append(cluster_id)
+        return real(cluster_id)
+
+    monkeypatch.setattr(tick, "_locked_transaction", counting)
+    return taken
+
+
+def test_a_tick_with_no_stop_drain_or_dependency_due_opens_only_the_decisions_transaction(tw, pushed, monkeypatch):
+    """The limits', drains' and dependencies' steps read first without the lock (trim48: each
+    idle one was a transaction of its own, four round trips to the database, on every tick)."""
+    from scheduler import tick
+
+    tw.host("h1", 4)
+    g = list(GPU.objects.order_by("index"))
+    tw.attempt(tw.workload(max_runtime_s=600), [g[0]], started_ago=120)  # a limit, not reached
+    taken = _counting_locks(monkeypatch)
+    with CaptureQueriesContext(connection) as ctx:  # drains due, live limits, unmet dependencies: one read
+        assert tick._steps_due(tw.cluster.pk, tw.now) == (False, True, False)
+    assert len(ctx.captured_queries) == 1
+
+    assert tick.run_tick(tw.cluster.pk, now=tw.now).status == "ran"
+    assert taken == [tw.cluster.pk]
+
+    later = tw.now + timedelta(seconds=600)  # now the limit is reached: its step runs, locked
+    assert tick.run_tick(tw.cluster.pk, now=later).status == "ran"
+    assert taken == [tw.cluster.pk] * 3
+    assert Attempt.objects.filter(stop_reason=Attempt.EndReason.TIMEOUT).count() == 1
