@@ -18,20 +18,9 @@ from scheduler.history import SACCT_RUNNING_NOTE, sacct_note_user
 from scheduler.models import ClusterHourlyMetrics
 from scheduler.pyramid import HOUR, hour_of, rollup_missing_hours
 from scheduler.services import do_create_cluster, do_register_host
-
-HEADER = "JobID|User|Account|AllocTRES|Start|End|State\n"
-
-
-def _stamp(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _sacct(tmp_path: Path, *rows: str) -> str:
-    f = tmp_path / "sacct.txt"
-    f.write_text(HEADER + "".join(f"{r}\n" for r in rows), encoding="utf-8")
-    out = StringIO()
-    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=out)
-    return out.getvalue()
+from tests.sacct_files import HEADER
+from tests.sacct_files import import_sacct as _sacct
+from tests.sacct_files import stamp as _stamp
 
 
 def test_a_job_running_at_the_export_counts_its_usage_so_far(cluster, researcher, org_tree, tmp_path: Path):

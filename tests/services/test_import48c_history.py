@@ -4,29 +4,16 @@ still refused, and an export overlapping an earlier one counts each run once."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from io import StringIO
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from django.utils import timezone
 
 from budgets.models import UsageEntry
-
-HEADER = "JobID|User|Account|AllocTRES|Start|End|State\n"
-
-
-def _stamp(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _sacct(tmp_path: Path, *rows: str) -> str:
-    f = tmp_path / "sacct.txt"
-    f.write_text(HEADER + "".join(f"{r}\n" for r in rows), encoding="utf-8")
-    out = StringIO()
-    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=out)
-    return out.getvalue()
+from tests.sacct_files import import_sacct as _sacct
+from tests.sacct_files import stamp as _stamp
 
 
 def _intervals() -> list[tuple[datetime, datetime, int, str]]:
