@@ -5,11 +5,9 @@ process runtime only); what a single-host container sees of the host's Unix sock
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import socket
-import stat
 import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
@@ -21,6 +19,7 @@ import pytest
 pytest.importorskip("docker")
 
 from agent_testkit import host_scratch_dir, needs_root, owner_isolation  # noqa: E402
+from device_holders import holders as _holders  # noqa: E402
 from test_docker_runtime import podman, run_async, spec  # noqa: E402, F401 -- the podman fixture
 
 import agent.runtime.docker as docker_runtime  # noqa: E402
@@ -56,25 +55,6 @@ msg, fds, _flags, _addr = socket.recv_fds(conn, 16, 1)
 print("got", msg.decode(), len(fds), flush=True)
 time.sleep(60)
 """
-
-
-def _holders(rdev: int, uid: int) -> list[int]:
-    """The processes of ``uid`` holding a descriptor of the character device ``rdev``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if int(Path(f"/proc/{entry}/status").read_text().split("\nUid:")[1].split()[0]) != uid:
-                continue
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    st = os.stat(f"/proc/{entry}/fd/{fd}")
-                    if stat.S_ISCHR(st.st_mode) and st.st_rdev == rdev:
-                        found.append(int(entry))
-        except (OSError, IndexError):
-            continue
-    return found
 
 
 @pytest.fixture

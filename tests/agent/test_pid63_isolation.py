@@ -7,10 +7,8 @@ of it does not outlive it. Real processes, as root."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
-import stat
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +33,7 @@ from agent_testkit import (
 
 from agent.runtime import process
 from agent.runtime.isolation import descendants
+from tests.agent.device_holders import holders as _holders
 
 pytestmark = [pytest.mark.timeout(60), needs_root, needs_mount_ns]
 
@@ -152,25 +151,6 @@ msg, fds, _flags, _addr = socket.recv_fds(conn, 16, 1)
 print("got", msg.decode(), len(fds), flush=True)
 time.sleep(60)
 """
-
-
-def _holders(rdev: int, uid: int) -> list[int]:
-    """The processes of ``uid`` holding a descriptor of the character device ``rdev``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if int(Path(f"/proc/{entry}/status").read_text().split("\nUid:")[1].split()[0]) != uid:
-                continue
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    st = os.stat(f"/proc/{entry}/fd/{fd}")
-                    if stat.S_ISCHR(st.st_mode) and st.st_rdev == rdev:
-                        found.append(int(entry))
-        except (OSError, IndexError):
-            continue
-    return found
 
 
 @pytest.fixture
