@@ -136,18 +136,34 @@ def database_unavailable(request: HttpRequest, exc: BaseException) -> HttpRespon
     else:
         response = HttpResponse(DATABASE_UNAVAILABLE, status=503, content_type="text/plain; charset=utf-8")
     response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
-    cause = exc.__cause__ or exc
-    reason = " ".join(str(cause).split()) or type(cause).__name__
     log_response(
-        "Service Unavailable: %s %s: the database is unreachable (%s: %s)",
+        "Service Unavailable: %s %s: %s",
         request.method or "",
         request.path,
-        type(cause).__name__,
-        reason,
+        database_unreachable(exc),
         response=response,
         request=request,
     )
     return response
+
+
+def database_address() -> str:
+    """Where the default database is, without its credentials: ``host:port/name`` (PostgreSQL), the
+    file (SQLite)."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return str(db["NAME"])
+    return f"{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+def database_unreachable(exc: BaseException) -> str:
+    """The one wording of a database not to be reached, for a log line: ``the database
+    127.0.0.1:5432/fairway is unreachable (PoolTimeout: couldn't get a connection after 10.00 sec)``;
+    the web's 503 ``database_unavailable`` (:func:`database_unavailable`) and the clock's failed
+    beat (``scheduler.clock``) log it."""
+    cause = exc.__cause__ or exc
+    reason = " ".join(str(cause).split()) or type(cause).__name__
+    return f"the database {database_address()} is unreachable ({type(cause).__name__}: {reason})"
 
 
 def database_refusal(exc: BaseException) -> ServiceError | None:

@@ -18,6 +18,15 @@ from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
+RETRY_MAX_S = 30.0
+"""The longest wait between beats while the database cannot be reached (docs/deploy.md §4, "The
+clock without its database"): the waits double from the interval up to this, never below the interval."""
+
+
+def retry_delay(interval: float, failures: int) -> float:
+    """Seconds before the next beat after ``failures`` (1, 2, ...) beats in a row found no database."""
+    return max(interval, min(interval * 2 ** (failures - 1), RETRY_MAX_S))
+
 
 class Clock:
     """A thread that requests ticks every ``interval`` seconds and sweeps every ``sweep_interval`` seconds."""
@@ -84,17 +93,32 @@ class Clock:
         return len(cluster_ids)
 
     def _run(self) -> None:
+        from config.middleware import database_unreachable, is_connection_shortage, is_lost_connection
+
         next_sweep = time.monotonic()
+        failures = 0  # beats in a row that found no database
         while not self._stop.is_set():
             began = time.monotonic()
+            wait = self.interval
             try:
                 close_old_connections()
                 sweep = began >= next_sweep
                 if sweep:
                     next_sweep = began + self.sweep_interval
                 self.beat(sweep=sweep)
-            except Exception:
-                logger.exception("clock beat failed")
+                if failures:
+                    logger.info("the database is reachable again after %d failed beats", failures)
+                failures = 0
+            except Exception as exc:
+                if not (is_lost_connection(exc) or is_connection_shortage(exc)):
+                    logger.exception("clock beat failed")
+                else:  # one line, no traceback: nothing to fix here but the database (left49)
+                    failures += 1
+                    wait = retry_delay(self.interval, failures)
+                    logger.warning(
+                        "clock beat failed: %s; the clock tries again in %gs", database_unreachable(exc), wait
+                    )
             finally:
                 connection.close()
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
+            # a failed beat waits its whole delay (it may have waited the pool's timeout already)
+            self._stop.wait(wait if failures else max(0.0, wait - (time.monotonic() - began)))

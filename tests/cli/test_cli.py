@@ -20,9 +20,9 @@ from tests.conftest import PASSWORD
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def cli(live_server, tmp_path, monkeypatch):
-    """``cli(*argv)`` → (exit code, stdout, stderr), with its own config file."""
+def cli_against(live_server, tmp_path, monkeypatch):
+    """``cli(*argv)`` → (exit code, stdout, stderr), with its own config file: the one body of the
+    ``cli`` fixture, for a fixture that needs more around it (tests/resources/test_resources_surfaces.py)."""
     monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
     monkeypatch.setenv("FAIRWAY_URL", live_server.url)
     monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
@@ -34,6 +34,12 @@ def cli(live_server, tmp_path, monkeypatch):
         return code, out.getvalue(), err.getvalue()
 
     return run
+
+
+@pytest.fixture
+def cli(live_server, tmp_path, monkeypatch):
+    """``cli(*argv)`` → (exit code, stdout, stderr), with its own config file."""
+    return cli_against(live_server, tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -3,34 +3,19 @@ terminal escapes must not clear the reader's screen in ``fairway ls --all``."""
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 
 import pytest
 
-from fairway_cli.cli import EXIT_OK, _error_text, escape_text, main
+from fairway_cli.cli import EXIT_OK, _error_text, escape_text
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
+from tests.cli.test_cli import cli  # noqa: F401 -- the live-server fixture
 from tests.conftest import PASSWORD
 
 CLEAR = "\x1b[2J\x1b[H"
 TITLE = "\x1b]0;owned\x07"
 BIDI = "\u202egnp.exe"
-
-
-@pytest.fixture
-def cli(live_server, tmp_path, monkeypatch):
-    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
-    monkeypatch.setenv("FAIRWAY_URL", live_server.url)
-    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
-
-    def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
-
-    return run
 
 
 @pytest.fixture
@@ -49,7 +34,7 @@ def _no_controls(text: str) -> None:
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\u202e" not in text
 
 
-def test_ls_all_and_show_escape_another_users_strings(cli, researcher, hostile):
+def test_ls_all_and_show_escape_another_users_strings(cli, researcher, hostile):  # noqa: F811
     assert cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
 
     code, out, _err = cli("ls", "--all")

@@ -5,35 +5,18 @@ date ("Dec 7 2026 14:05:09 UTC") where every other live message says only the ti
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 from datetime import UTC, datetime
 
-import pytest
-
-from fairway_cli.cli import EXIT_OK, main
+from fairway_cli.cli import EXIT_OK
 from fairway_cli.numbers import instant_text
 from scheduler.models import Host
 from tests.cli.inprocess import run_cli
+from tests.cli.test_cli import cli  # noqa: F401 -- the live-server fixture
 from tests.conftest import PASSWORD
 
 
-@pytest.fixture
-def cli(live_server, tmp_path, monkeypatch):
-    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
-    monkeypatch.setenv("FAIRWAY_URL", live_server.url)
-    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
-
-    def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
-
-    return run
-
-
-def test_logout_json_prints_json(cli, researcher, cluster, api_client_for, live_server):
+def test_logout_json_prints_json(cli, researcher, cluster, api_client_for, live_server):  # noqa: F811
     assert cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
     code, out, err = cli("--json", "logout")
     assert (code, err) == (EXIT_OK, "")

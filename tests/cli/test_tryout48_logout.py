@@ -6,29 +6,13 @@ act); a password login's token, made for this machine alone, is deleted on the s
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 
-import pytest
 from rest_framework.test import APIClient
 
-from fairway_cli.cli import EXIT_AUTH, EXIT_OK, main
+from fairway_cli.cli import EXIT_AUTH, EXIT_OK
+from tests.cli.test_cli import cli  # noqa: F401 -- the live-server fixture
 from tests.conftest import PASSWORD
-
-
-@pytest.fixture
-def cli(live_server, tmp_path, monkeypatch):
-    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
-    monkeypatch.setenv("FAIRWAY_URL", live_server.url)
-    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
-
-    def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
-
-    return run
 
 
 def _works(token: str) -> bool:
@@ -37,7 +21,7 @@ def _works(token: str) -> bool:
     return client.get("/api/v1/me/").status_code == 200
 
 
-def test_logout_of_a_personal_token_keeps_it_on_the_server(cli, researcher, cluster, api_client_for, live_server):
+def test_logout_of_a_personal_token_keeps_it_on_the_server(cli, researcher, cluster, api_client_for, live_server):  # noqa: F811
     made = api_client_for(researcher).post("/api/v1/tokens/", {"name": "ci"}, format="json").json()
     assert cli("login", "--token", "-", stdin=made["token"] + "\n")[0] == EXIT_OK
 
@@ -52,7 +36,7 @@ def test_logout_of_a_personal_token_keeps_it_on_the_server(cli, researcher, clus
     assert cli("whoami")[0] == EXIT_AUTH  # forgotten here
 
 
-def test_logout_of_a_password_login_deletes_its_token(cli, researcher, cluster, tmp_path):
+def test_logout_of_a_password_login_deletes_its_token(cli, researcher, cluster, tmp_path):  # noqa: F811
     assert cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
     token = json.loads((tmp_path / "config.json").read_text())["token"]
 
@@ -62,7 +46,7 @@ def test_logout_of_a_password_login_deletes_its_token(cli, researcher, cluster, 
     assert not _works(token)
 
 
-def test_logout_with_a_token_the_server_no_longer_takes_forgets_it_here(cli, researcher, cluster, tmp_path):
+def test_logout_with_a_token_the_server_no_longer_takes_forgets_it_here(cli, researcher, cluster, tmp_path):  # noqa: F811
     """A token revoked or expired on the server (401): the logout still forgets it here and says so,
     exit 0; it stopped with "not logged in" and kept the dead token (break48b)."""
     assert cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK

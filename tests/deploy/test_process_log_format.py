@@ -83,3 +83,28 @@ def test_the_clock_logs_every_line_in_fairways_format(tmp_path):
     said = "\n".join(lines)
     assert f"INFO scheduler.clock: a tick of every cluster every {interval}s" in said
     assert "INFO scheduler.clock: stopped" in said
+
+
+def test_the_clock_says_in_one_line_that_it_could_not_reach_the_database_and_retries(tmp_path):
+    """left49: the clock started against an unreachable database printed psycopg's traceback at each
+    beat; now one WARNING line per failed beat names the database and the next try (no traceback)."""
+    env = _env(tmp_path)
+    env.update(DATABASE_URL="postgres://postgres@127.0.0.1:8179/x", FAIRWAY_DB_POOL_TIMEOUT_S="0.5")
+    lines = _run_until(["clock", "--interval", "0.2"], env, ready="scheduler.clock: clock beat failed")
+    said = "\n".join(lines)
+    assert "Traceback" not in said, said
+    failed = [line for line in lines if "scheduler.clock: clock beat failed" in line]
+    assert re.fullmatch(
+        r"\S+ \S+ WARNING scheduler\.clock: clock beat failed: the database 127\.0\.0\.1:8179/x is unreachable "
+        r"\(PoolTimeout: .+\); the clock tries again in 0\.2s",
+        failed[0],
+    ), said
+    assert "INFO scheduler.clock: stopped" in said
+
+
+def test_the_clocks_retries_back_off_to_at_most_half_a_minute():
+    from scheduler.clock import retry_delay
+
+    assert [retry_delay(5.0, n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 30.0, 30.0]
+    assert [retry_delay(0.2, n) for n in (1, 2)] == [0.2, 0.4]
+    assert retry_delay(60.0, 3) == 60.0  # never sooner than the interval

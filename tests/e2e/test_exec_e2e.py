@@ -23,7 +23,7 @@ import pytest
 from scheduler.models import Attempt, HostEvent
 
 pytestmark = [
-    pytest.mark.timeout(90),
+    pytest.mark.timeout(150),  # the waits' deadlines (START_TIMEOUT_S), not their usual length
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("unshare") is None, reason="a private /tmp and owner identities need root"
     ),
@@ -47,9 +47,24 @@ def exec_in(stack: Any, workload: int, body: dict[str, Any], timeout: float = 30
         return exc.code, json.loads(exc.read())
 
 
+PLACE_TIMEOUT_S = 30
+"""The wait for a tick to place a workload (the clock asks every 0.5 s here: 0.2 s on a quiet box)."""
+START_TIMEOUT_S = 60
+"""The wait for the agent to start a placed attempt (0.2-0.5 s on a quiet box, 3.4 s with 12 busy
+loops beside it on 2 cores): a deadline alone, a quiet run waits no longer (left49: the tty test
+once timed out at 30 s for the placement and the start together, under load 12-14)."""
+
+
 def running_attempt(stack: Any, workload: int) -> Attempt:
+    """The workload's started attempt once its command wrote "ready": placed by a tick, then started
+    by the agent, each waited for apart, so that a timeout says which of them was late."""
+    placed = stack.wait_until(
+        lambda: Attempt.objects.filter(workload_id=workload).first(), PLACE_TIMEOUT_S, "a tick to place it"
+    )
     attempt = stack.wait_until(
-        lambda: Attempt.objects.filter(workload_id=workload, started_at__isnull=False).first(), 30, "a start"
+        lambda: Attempt.objects.filter(workload_id=workload, started_at__isnull=False).first(),
+        START_TIMEOUT_S,
+        f"the agent to start attempt {placed.pk}",
     )
     stack.wait_until(lambda: "ready" in stack.attempt_log(attempt.pk), 20, "the command to write its note")
     return attempt

@@ -29,7 +29,7 @@ from scheduler.models import Attempt
 from tests.e2e.test_exec_e2e import OWNER_ISOLATION, OWNER_UID, running_attempt
 
 pytestmark = [
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(150),  # running_attempt's deadlines (START_TIMEOUT_S), not their usual length
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("unshare") is None, reason="a private /tmp and owner identities need root"
     ),

@@ -3,14 +3,12 @@ the CLI (``fairway submit --cpus N --memory 32G --shm 8G``, ``fairway show``, ``
 
 from __future__ import annotations
 
-import io
-import sys
-
 import pytest
 from django.test import Client
 
-from fairway_cli.cli import EXIT_API, EXIT_OK, EXIT_USAGE, main
+from fairway_cli.cli import EXIT_API, EXIT_OK, EXIT_USAGE
 from scheduler.models import Host, Workload
+from tests.cli.test_cli import cli_against
 from tests.conftest import PASSWORD
 
 G = 1 << 30
@@ -75,15 +73,7 @@ def test_the_web_form_shows_refusals_inline(browser, overrides, field, words):
 
 @pytest.fixture
 def cli(live_server, tmp_path, monkeypatch, researcher, sized):
-    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
-    monkeypatch.setenv("FAIRWAY_URL", live_server.url)
-    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
-
-    def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
-
+    run = cli_against(live_server, tmp_path, monkeypatch)
     assert run("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
     return run
 
