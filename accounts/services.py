@@ -6,10 +6,11 @@ Membership of a budget gives access to every budget under it (DESIGN.md §1); a
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from knox.models import AuthToken
 
 from accounts.models import ApiTokenInfo, Membership, User
@@ -181,17 +182,31 @@ COMMAND_TOKEN_NAME = "manage.py create_token"  # noqa: S105 -- a name, not a sec
 name on the tokens page, as if a login had made it (tryout45)."""
 
 
-def do_create_personal_token(user: User, name: str, expiry_days: int | None = None) -> tuple[AuthToken, str]:
+def do_create_personal_token(
+    user: User, name: str, expiry_days: int | None = None, not_after: datetime | None = None
+) -> tuple[AuthToken, str]:
     """A personal API token named ``name`` (1-100 characters) for scripts and the CLI, valid
     ``expiry_days`` days (None: until revoked). Returns the row and the plaintext, shown once.
+    ``not_after``: the expiry of the token the request came with (brk49): the new token expires
+    no later, so a stolen login token cannot make one that outlives it.
 
-    Raises AccountError ``invalid_name`` or ``invalid_expiry`` (1..3650 days).
+    Raises AccountError ``invalid_name`` or ``invalid_expiry`` (1..3650 days, or past ``not_after``).
     """
     check_token_name(name)
     if expiry_days is not None and (
         not isinstance(expiry_days, int) or isinstance(expiry_days, bool) or not 1 <= expiry_days <= MAX_TOKEN_DAYS
     ):
         raise AccountError("invalid_expiry", "expiry_days", f"A token lives 1 to {MAX_TOKEN_DAYS} days (or forever).")
+    if not_after is not None:
+        most = (not_after - timezone.now()).days
+        if expiry_days is None or expiry_days > most:
+            room = f"expiry_days at most {most} days" if most >= 1 else "none can be made with it"
+            raise AccountError(
+                "invalid_expiry",
+                "expiry_days",
+                f"The token this request came with expires {not_after:%Y-%m-%d %H:%M} UTC, and a token it "
+                f"makes expires no later ({room}): make a longer-lived token on the tokens page.",
+            )
     expiry = timedelta(days=expiry_days) if expiry_days is not None else None
     return create_api_token(user, expiry=expiry, name=name.strip(), kind=ApiTokenInfo.Kind.PERSONAL)
 

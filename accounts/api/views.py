@@ -268,11 +268,16 @@ class TokenViewSet(mixins.ListModelMixin, FairwayViewSet):
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
     def create(self, request: Request) -> Response:
-        """Create a personal API token: 201 with ``token`` (the only time it is shown)."""
+        """Create a personal API token: 201 with ``token`` (the only time it is shown). Asked with a
+        token that expires, the new one expires no later (400 ``invalid_expiry`` otherwise)."""
         serializer = TokenCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         instance, token = do_create_personal_token(
-            request.user, serializer.validated_data["name"], serializer.validated_data.get("expiry_days")
+            request.user,
+            serializer.validated_data["name"],
+            serializer.validated_data.get("expiry_days"),
+            # a token makes tokens that expire no later than itself (brk49); a session is a password's
+            not_after=getattr(request.auth, "expiry", None),
         )
         instance = AuthToken.objects.select_related("info").get(pk=instance.pk)
         data = TokenSerializer(instance, context=self.get_serializer_context()).data
