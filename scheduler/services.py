@@ -726,22 +726,26 @@ SUBMIT_LIMIT_SETTING = "FAIRWAY_MAX_SUBMITTED_PER_USER, as Slurm's MaxSubmitJobs
 """Where the limit of a refusal comes from when no budget sets its own (:func:`_check_submitted_limit`)."""
 
 
-def _check_submitted_limit(owner: User, adding: int, limit: int, source: str = SUBMIT_LIMIT_SETTING) -> None:
+def _check_submitted_limit(
+    owner: User, adding: int, limit: int, source: str = SUBMIT_LIMIT_SETTING, asker: User | None = None
+) -> None:
     """Refuse (``too_many_submitted``, 429) a submission of ``adding`` workloads that would give
     ``owner`` more than ``limit`` pending + running ones (Slurm's MaxSubmitJobs; its reason
     QOSMaxSubmitJobPerUserLimit). ``source`` names where ``limit`` comes from: the setting, or the
     budget's own limit (thr47). ``adding`` 0: a pending workload's move into the budget, judged as a
     submission there with the moved one among those held (brk48). Run under the user's submission
-    lock (:func:`_lock_chain`)."""
+    lock (:func:`_lock_chain`). ``asker``: who moves it, when not its owner (a manager: the refusal
+    names the owner, brk49)."""
     held = submitted_count(owner.pk, limit + 1)
     if held + adding <= limit:
         return
     held_text = f"more than {limit:,} workloads" if held > limit else f"{held:,} workload{'s' * (held != 1)}"
     if adding == 0:
+        who = "You have" if asker is None or asker.pk == owner.pk else f"{owner.username} has"
         raise SubmissionError(
             SUBMIT_LIMIT_CODE,
             "budget",
-            f"You have {held_text} pending or running, this one included; one user may have at most {limit:,} "
+            f"{who} {held_text} pending or running, this one included; one user may have at most {limit:,} "
             f"({source}), so it cannot move there. Cancel some, or move it when some have ended.",
             status=429,
         )
@@ -1613,7 +1617,7 @@ def _update_once(
                 )
                 raise SubmissionError("not_a_member", "budget", words)
             if limit:
-                _check_submitted_limit(owner, 0, limit, source)
+                _check_submitted_limit(owner, 0, limit, source, asker=actor)
         elif grown := archived_growth(diff):
             # its own budget's archive read again under its share lock, as a move's (brk52: archived
             # after the tree was read, a growth passed as one of a live budget)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from accounts.services import do_add_membership
+from budgets.models import Budget
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
 
@@ -39,3 +41,21 @@ def test_a_managers_move_of_an_array_names_the_owner(
     assert response.status_code == 400, response.content
     text = str(response.json())
     assert "You are not" not in text and "researcher is not a member of budget nlp/tulu" in text, text
+
+
+def test_a_managers_move_past_the_owners_limit_names_the_owner(
+    researcher: Any, manager_client: Any, submit_kwargs: Any, org_tree: Any
+) -> None:
+    """The same of the submission limit's refusal of a move (brk48): "You have more than 1 workloads" was
+    said to the manager, who had none."""
+    tulu = Budget.objects.get(pk=org_tree["nlp/tulu"].pk)
+    tulu.max_submitted_per_user = 1
+    tulu.save(update_fields=["max_submitted_per_user"])
+    do_add_membership(researcher, tulu)
+    w = do_submit_workload(researcher, **submit_kwargs())
+    do_submit_workload(researcher, **submit_kwargs())
+    response = manager_client.patch(f"/api/v1/workloads/{w.pk}/", {"budget": "nlp/tulu"}, format="json")
+    assert response.status_code == 429, response.content
+    text = str(response.json())
+    assert "You have" not in text and "researcher has more than 1 workloads pending or running" in text, text
+    assert Workload.objects.get(pk=w.pk).budget_id == org_tree["nlp/olmo"].pk
