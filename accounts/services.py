@@ -6,7 +6,7 @@ Membership of a budget gives access to every budget under it (DESIGN.md §1); a
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -183,15 +183,18 @@ name on the tokens page, as if a login had made it (tryout45)."""
 
 
 def do_create_personal_token(
-    user: User, name: str, expiry_days: int | None = None, not_after: datetime | None = None
+    user: User, name: str, expiry_days: int | None = None, via: AuthToken | None = None
 ) -> tuple[AuthToken, str]:
     """A personal API token named ``name`` (1-100 characters) for scripts and the CLI, valid
     ``expiry_days`` days (None: until revoked). Returns the row and the plaintext, shown once.
-    ``not_after``: the expiry of the token the request came with (brk49): the new token expires
-    no later, so a stolen login token cannot make one that outlives it.
+    ``via``: the token the request came with (None: a session's): the new token expires no later,
+    so a stolen login token cannot make one that outlives it, and it is made only while ``via``
+    still exists, under :func:`lock_tokens_of` (brk49).
 
-    Raises AccountError ``invalid_name`` or ``invalid_expiry`` (1..3650 days, or past ``not_after``).
+    Raises AccountError ``invalid_name``, ``invalid_expiry`` (1..3650 days, or past ``via``'s
+    expiry) or ``authentication_failed`` (401: ``via`` deleted meanwhile, a logout).
     """
+    not_after = getattr(via, "expiry", None)
     check_token_name(name)
     if expiry_days is not None and (
         not isinstance(expiry_days, int) or isinstance(expiry_days, bool) or not 1 <= expiry_days <= MAX_TOKEN_DAYS
@@ -208,7 +211,33 @@ def do_create_personal_token(
                 f"makes expires no later ({room}): make a longer-lived token on the tokens page.",
             )
     expiry = timedelta(days=expiry_days) if expiry_days is not None else None
-    return create_api_token(user, expiry=expiry, name=name.strip(), kind=ApiTokenInfo.Kind.PERSONAL)
+    with transaction.atomic():
+        lock_tokens_of(user)
+        if via is not None and not AuthToken.objects.filter(pk=via.pk).exists():
+            raise AccountError(
+                "authentication_failed",
+                None,
+                "This token was deleted (a logout) meanwhile: nothing made.",
+                status=401,
+            )
+        return create_api_token(user, expiry=expiry, name=name.strip(), kind=ApiTokenInfo.Kind.PERSONAL)
+
+
+def lock_tokens_of(user: User) -> None:
+    """Take ``user``'s row for a change of their tokens (``FOR NO KEY UPDATE``: inserts naming the
+    user, a submission's, go on): a token made with a token and "log out everywhere" one at a
+    time (brk49). SQLite: one writer already."""
+    list(User.objects.select_for_update(no_key=True).filter(pk=user.pk).values_list("pk", flat=True))
+
+
+def do_logout_everywhere(user: User) -> int:
+    """Delete every API token of ``user`` (``POST auth/logout/ {"all": true}``); returns how many.
+    Under :func:`lock_tokens_of`: a token made meanwhile with one of them (a thief's) is deleted
+    too or refused, never left (brk49: it was inserted unseen by the uncommitted delete)."""
+    with transaction.atomic():
+        lock_tokens_of(user)
+        _total, by_model = AuthToken.objects.filter(user=user).delete()
+    return by_model.get(AuthToken._meta.label, 0)
 
 
 def do_revoke_token(user: User, token_key: str) -> int:
