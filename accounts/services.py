@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from knox.models import AuthToken
 
 from accounts.models import ApiTokenInfo, Membership, User
@@ -181,19 +182,62 @@ COMMAND_TOKEN_NAME = "manage.py create_token"  # noqa: S105 -- a name, not a sec
 name on the tokens page, as if a login had made it (tryout45)."""
 
 
-def do_create_personal_token(user: User, name: str, expiry_days: int | None = None) -> tuple[AuthToken, str]:
+def do_create_personal_token(
+    user: User, name: str, expiry_days: int | None = None, via: AuthToken | None = None
+) -> tuple[AuthToken, str]:
     """A personal API token named ``name`` (1-100 characters) for scripts and the CLI, valid
     ``expiry_days`` days (None: until revoked). Returns the row and the plaintext, shown once.
+    ``via``: the token the request came with (None: a session's): the new token expires no later,
+    so a stolen login token cannot make one that outlives it, and it is made only while ``via``
+    still exists, under :func:`lock_tokens_of` (brk49).
 
-    Raises AccountError ``invalid_name`` or ``invalid_expiry`` (1..3650 days).
+    Raises AccountError ``invalid_name``, ``invalid_expiry`` (1..3650 days, or past ``via``'s
+    expiry) or ``authentication_failed`` (401: ``via`` deleted meanwhile, a logout).
     """
+    not_after = getattr(via, "expiry", None)
     check_token_name(name)
     if expiry_days is not None and (
         not isinstance(expiry_days, int) or isinstance(expiry_days, bool) or not 1 <= expiry_days <= MAX_TOKEN_DAYS
     ):
         raise AccountError("invalid_expiry", "expiry_days", f"A token lives 1 to {MAX_TOKEN_DAYS} days (or forever).")
+    if not_after is not None:
+        most = (not_after - timezone.now()).days
+        if expiry_days is None or expiry_days > most:
+            room = f"expiry_days at most {most} days" if most >= 1 else "none can be made with it"
+            raise AccountError(
+                "invalid_expiry",
+                "expiry_days",
+                f"The token this request came with expires {not_after:%Y-%m-%d %H:%M} UTC, and a token it "
+                f"makes expires no later ({room}): make a longer-lived token on the tokens page.",
+            )
     expiry = timedelta(days=expiry_days) if expiry_days is not None else None
-    return create_api_token(user, expiry=expiry, name=name.strip(), kind=ApiTokenInfo.Kind.PERSONAL)
+    with transaction.atomic():
+        lock_tokens_of(user)
+        if via is not None and not AuthToken.objects.filter(pk=via.pk).exists():
+            raise AccountError(
+                "authentication_failed",
+                None,
+                "This token was deleted (a logout) meanwhile: nothing made.",
+                status=401,
+            )
+        return create_api_token(user, expiry=expiry, name=name.strip(), kind=ApiTokenInfo.Kind.PERSONAL)
+
+
+def lock_tokens_of(user: User) -> None:
+    """Take ``user``'s row for a change of their tokens (``FOR NO KEY UPDATE``: inserts naming the
+    user, a submission's, go on): a token made with a token and "log out everywhere" one at a
+    time (brk49). SQLite: one writer already."""
+    list(User.objects.select_for_update(no_key=True).filter(pk=user.pk).values_list("pk", flat=True))
+
+
+def do_logout_everywhere(user: User) -> int:
+    """Delete every API token of ``user`` (``POST auth/logout/ {"all": true}``); returns how many.
+    Under :func:`lock_tokens_of`: a token made meanwhile with one of them (a thief's) is deleted
+    too or refused, never left (brk49: it was inserted unseen by the uncommitted delete)."""
+    with transaction.atomic():
+        lock_tokens_of(user)
+        _total, by_model = AuthToken.objects.filter(user=user).delete()
+    return by_model.get(AuthToken._meta.label, 0)
 
 
 def do_revoke_token(user: User, token_key: str) -> int:

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from agent.protocol import EXEC_MAX_TIMEOUT_S
 from fairway_cli import __version__, waiting
 from fairway_cli.args import duration_s, positive_number, whole_number
 from fairway_cli.numbers import (
@@ -3087,9 +3088,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--tty", action="store_true", help="run it on a terminal, interactively (with -i: -it)")
     p.add_argument(
         "--timeout",
-        type=_positive_int,
+        type=whole_number(1, EXEC_MAX_TIMEOUT_S),  # the server's bound: past it, a traceback (brk49)
         default=60,
-        help="seconds before a one-shot command is killed (default 60, max 600; not with -it)",
+        help=f"seconds before a one-shot command is killed (default 60, max {EXEC_MAX_TIMEOUT_S}; not with -it)",
     )
     p.add_argument("--attempt", type=_positive_int, help="its attempt number (default: the latest)")
     p.add_argument(

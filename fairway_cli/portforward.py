@@ -35,7 +35,7 @@ def parse_ports(spec: str) -> tuple[int, int]:
         ValueError: not one or two whole numbers, 1 to 65535, with ``:`` between.
     """
     words = spec.split(":")
-    if len(words) > 2 or not all(word.isdigit() for word in words):
+    if len(words) > 2 or not all(word.isascii() and word.isdigit() for word in words):  # '²', '٣' (brk49)
         raise ValueError(f"{spec!r}: give PORT or LOCAL:REMOTE, e.g. 6006 or 8888:8889")
     ports = [int(word) for word in words]
     if not all(1 <= port <= 65535 for port in ports):

@@ -85,10 +85,17 @@ class SubmissionError(ServiceError):
     the owner holds the most pending + running workloads one user may, :func:`submitted_count`)."""
 
 
-def not_a_member_problem(path: str, choices: Sequence[str]) -> str:
+def not_a_member_problem(path: str, choices: Sequence[str], owner: str | None = None) -> str:
     """The refusal of a submission to a budget ``path`` the owner is no member of, naming the
     budgets ``choices`` the owner may submit to (try50: ``-b nlp`` by a member of nlp/olmo was told
-    only what it may not do)."""
+    only what it may not do). ``owner``: the owner's name where someone else asks (a manager's move
+    of a member's workload, brk49: "You are not a member" was said to the manager)."""
+    if owner is not None:
+        where = f"{owner} may submit to: {', '.join(choices)}." if choices else f"{owner} may submit to no budget."
+        return (
+            f"{owner} is not a member of budget {path} or of a budget above it (a workload moves only to a "
+            f"budget its owner may submit to). {where}"
+        )
     where = f"You may submit to: {', '.join(choices)}." if choices else "You may submit to no budget yet."
     return f"{NOT_A_MEMBER.format(path=path)} {where}"
 
@@ -719,22 +726,26 @@ SUBMIT_LIMIT_SETTING = "FAIRWAY_MAX_SUBMITTED_PER_USER, as Slurm's MaxSubmitJobs
 """Where the limit of a refusal comes from when no budget sets its own (:func:`_check_submitted_limit`)."""
 
 
-def _check_submitted_limit(owner: User, adding: int, limit: int, source: str = SUBMIT_LIMIT_SETTING) -> None:
+def _check_submitted_limit(
+    owner: User, adding: int, limit: int, source: str = SUBMIT_LIMIT_SETTING, asker: User | None = None
+) -> None:
     """Refuse (``too_many_submitted``, 429) a submission of ``adding`` workloads that would give
     ``owner`` more than ``limit`` pending + running ones (Slurm's MaxSubmitJobs; its reason
     QOSMaxSubmitJobPerUserLimit). ``source`` names where ``limit`` comes from: the setting, or the
     budget's own limit (thr47). ``adding`` 0: a pending workload's move into the budget, judged as a
     submission there with the moved one among those held (brk48). Run under the user's submission
-    lock (:func:`_lock_chain`)."""
+    lock (:func:`_lock_chain`). ``asker``: who moves it, when not its owner (a manager: the refusal
+    names the owner, brk49)."""
     held = submitted_count(owner.pk, limit + 1)
     if held + adding <= limit:
         return
     held_text = f"more than {limit:,} workloads" if held > limit else f"{held:,} workload{'s' * (held != 1)}"
     if adding == 0:
+        who = "You have" if asker is None or asker.pk == owner.pk else f"{owner.username} has"
         raise SubmissionError(
             SUBMIT_LIMIT_CODE,
             "budget",
-            f"You have {held_text} pending or running, this one included; one user may have at most {limit:,} "
+            f"{who} {held_text} pending or running, this one included; one user may have at most {limit:,} "
             f"({source}), so it cannot move there. Cancel some, or move it when some have ended.",
             status=429,
         )
@@ -1510,12 +1521,13 @@ def do_update_workload(
 
 
 def _checked_update(
-    current: Workload, changes: Mapping[str, Any], tree: dict[int, Budget]
+    current: Workload, changes: Mapping[str, Any], tree: dict[int, Budget], actor: User | None = None
 ) -> tuple[Workload, dict[str, tuple[Any, Any]]]:
     """``current``'s request with ``changes`` checked as a submission (:func:`do_submit_workload`'s
     ``dry_run``; a budget move of a workload that has run refused ``budget_charged``): the checked
     workload and what changes (field → (old, new)). Raises as :func:`do_update_workload` refuses;
-    writes nothing (a group's update checks every member with it before any changes)."""
+    writes nothing (a group's update checks every member with it before any changes). ``actor``
+    other than the owner: a move to a budget the owner is no member of names the owner (brk49)."""
     if "budget" in changes and changes["budget"] in (None, ""):
         raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
     own = tree.get(current.budget_id)
@@ -1527,28 +1539,35 @@ def _checked_update(
     new_budget = resolve_budget(changes["budget"], tree) if "budget" in changes else None
     moving = new_budget is not None and new_budget.pk != current.budget_id
     staying_archived = not moving and own is not None and own.archived  # judged by archived_growth below
-    checked = do_submit_workload(
-        current.owner,
-        name=given["name"],
-        budget=changes.get("budget", current.budget_id),
-        cluster=current.cluster,
-        gpu_model=given["gpu_model"],
-        gpu_count=given["gpu_count"],
-        image=current.image,
-        command=current.command,
-        env={},  # unchanged: its rules passed at submission (and FAIRWAY_ARRAY_INDEX is the server's own)
-        min_runtime_s=given["min_runtime_s"],
-        duration_hint_s=current.duration_hint_s,
-        dry_run=True,
-        tree=tree,
-        cpus=given["cpus"],
-        memory_bytes=given["memory_bytes"],
-        shared_memory_bytes=given["shared_memory_bytes"],
-        mounts=[m["name"] for m in current.mounts] if moving else (),  # a mount may be a budget's own
-        max_runtime_s=given["max_runtime_s"],
-        retries=given["retries"],
-        archived_ok=staying_archived,
-    )
+    try:
+        checked = do_submit_workload(
+            current.owner,
+            name=given["name"],
+            budget=changes.get("budget", current.budget_id),
+            cluster=current.cluster,
+            gpu_model=given["gpu_model"],
+            gpu_count=given["gpu_count"],
+            image=current.image,
+            command=current.command,
+            env={},  # unchanged: its rules passed at submission (and FAIRWAY_ARRAY_INDEX is the server's own)
+            min_runtime_s=given["min_runtime_s"],
+            duration_hint_s=current.duration_hint_s,
+            dry_run=True,
+            tree=tree,
+            cpus=given["cpus"],
+            memory_bytes=given["memory_bytes"],
+            shared_memory_bytes=given["shared_memory_bytes"],
+            mounts=[m["name"] for m in current.mounts] if moving else (),  # a mount may be a budget's own
+            max_runtime_s=given["max_runtime_s"],
+            retries=given["retries"],
+            archived_ok=staying_archived,
+        )
+    except SubmissionError as exc:
+        if exc.code != "not_a_member" or actor is None or actor.pk == current.owner_id or new_budget is None:
+            raise
+        choices = submit_budget_paths(current.owner, tree)
+        owner = current.owner.username
+        raise SubmissionError("not_a_member", "budget", not_a_member_problem(new_budget.path, choices, owner)) from None
     after = {f: getattr(checked, f) for f in UPDATABLE_FIELDS if f != "budget"}
     diff = {f: (getattr(current, f), v) for f, v in after.items() if getattr(current, f) != v}
     if staying_archived and own is not None and (grew := archived_growth_problem(own.path, archived_growth(diff))):
@@ -1577,7 +1596,7 @@ def _update_once(
     _refuse_unless_pending(current)
     if seen_version is not None and seen_version != current.spec_version:
         raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
-    checked, diff = _checked_update(current, changes, tree)
+    checked, diff = _checked_update(current, changes, tree, actor)
     if not diff:
         return current
     with transaction.atomic():
@@ -1590,9 +1609,15 @@ def _update_once(
             if placed := submission_problem(checked.budget.path, has_children=False, archived=archived):
                 raise SubmissionError(*placed)
             if not still_member:
-                raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=checked.budget.path))
+                path = checked.budget.path
+                words = (
+                    NOT_A_MEMBER.format(path=path)
+                    if actor.pk == owner.pk
+                    else not_a_member_problem(path, submit_budget_paths(owner), owner.username)
+                )
+                raise SubmissionError("not_a_member", "budget", words)
             if limit:
-                _check_submitted_limit(owner, 0, limit, source)
+                _check_submitted_limit(owner, 0, limit, source, asker=actor)
         elif grown := archived_growth(diff):
             # its own budget's archive read again under its share lock, as a move's (brk52: archived
             # after the tree was read, a growth passed as one of a live budget)
@@ -1778,7 +1803,7 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
         # run, brk46; its own wall-time limit below the new minimum runtime, brk50) answered 400 or 409
         # after the members before it had changed. The refusal names the member.
         try:
-            _checked_update(w, changes, tree)
+            _checked_update(w, changes, tree, actor)
         except ServiceError as exc:
             named = type(exc).from_problems(
                 [dataclasses.replace(p, message=f"{w.name} (#{w.pk}): {p.message}") for p in exc.problems]

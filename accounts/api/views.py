@@ -27,6 +27,7 @@ from accounts.services import (
     accessible_budget_ids,
     create_api_token,
     do_create_personal_token,
+    do_logout_everywhere,
     do_revoke_token,
     login_token_expiry,
 )
@@ -233,7 +234,7 @@ class LogoutView(FairwayAPIView):
             # (a stolen laptop's) worked on while the person was told they were logged out
             raise ServiceError("invalid", "all", 'all is true (every token of yours) or false, as JSON: {"all": true}.')
         if everything:
-            AuthToken.objects.filter(user=request.user).delete()
+            do_logout_everywhere(request.user)
         elif isinstance(request.auth, AuthToken):
             request.auth.delete()
         logout(request._request)
@@ -268,11 +269,17 @@ class TokenViewSet(mixins.ListModelMixin, FairwayViewSet):
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
     def create(self, request: Request) -> Response:
-        """Create a personal API token: 201 with ``token`` (the only time it is shown)."""
+        """Create a personal API token: 201 with ``token`` (the only time it is shown). Asked with a
+        token that expires, the new one expires no later (400 ``invalid_expiry`` otherwise)."""
         serializer = TokenCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         instance, token = do_create_personal_token(
-            request.user, serializer.validated_data["name"], serializer.validated_data.get("expiry_days")
+            request.user,
+            serializer.validated_data["name"],
+            serializer.validated_data.get("expiry_days"),
+            # a token makes tokens that expire no later than itself, while it exists (brk49); a
+            # session is a password's
+            via=request.auth if isinstance(request.auth, AuthToken) else None,
         )
         instance = AuthToken.objects.select_related("info").get(pk=instance.pk)
         data = TokenSerializer(instance, context=self.get_serializer_context()).data

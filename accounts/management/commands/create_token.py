@@ -24,7 +24,7 @@ class Command(BaseCommand):
             help=f"the token's name on the tokens page (1-100 characters; default: {COMMAND_TOKEN_NAME!r})",
         )
         parser.add_argument(  # timedelta holds at most 999,999,999 days
-            "--expiry-hours", type=positive_number(24 * 36500), default=None, help="default: never expires"
+            "--expiry-hours", type=positive_number(24 * 36500), default=None, help="at least 1; default: never expires"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -32,9 +32,14 @@ class Command(BaseCommand):
             user = User.objects.get(username=options["username"])
         except User.DoesNotExist:
             raise CommandError(f"no user {options['username']!r}") from None
+        if not user.is_active:  # brk49: its token was refused at every use ("User inactive or deleted.")
+            raise CommandError(
+                f"user {user.username!r} is deactivated: a token of theirs would be refused at every use "
+                "(activate them in the admin first); no token made"
+            )
         hours = options["expiry_hours"]
-        if hours is not None and hours <= 0:
-            raise CommandError("--expiry-hours must be > 0")
+        if hours is not None and hours < 1:  # brk49: 0.0001 made a token expired before it was pasted
+            raise CommandError("--expiry-hours must be at least 1 (a token expiring sooner is gone before it is used)")
         try:
             check_token_name(options["name"])
         except AccountError as exc:
