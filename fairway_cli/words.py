@@ -27,6 +27,11 @@ REASON_WORDS = {
 }
 """Each pending reason code (DESIGN.md §3.8) in a few words, without what its ``resources`` add."""
 
+RETRIES_WORDS = "re-runs after its own non-zero exit; a stop (timeout, preemption, drain, cancel) never uses one"
+"""What ``retries`` does, in the one wording of the submit form, the workload page and ``fairway
+submit|update|resubmit --help`` (docs/jobs.md, "Retries"; tryout49: "re-runs after a non-zero exit"
+read as a promise to re-run work stopped at its wall-time limit, which ends exit 143)."""
+
 MAINTENANCE_WORDS = "GPUs reserved for maintenance"
 """``reserved_for_other`` where a scheduled drain alone keeps it out (:func:`drain_only`; docs/deploy.md
 "Scheduled drains"): the lists' words, its page's "reserved for maintenance" (list59: the lists read

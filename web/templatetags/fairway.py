@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
 from fairway_cli.words import (
+    RETRIES_WORDS,
     drain_only,
     draining_host_words,
     reason_words,
@@ -36,6 +37,12 @@ def duration(seconds: Any) -> str:
     (``fairway_cli.numbers.duration_text``), its units apart; ``0`` → ``0 (unallocated)`` is the
     caller's business."""
     return duration_text(seconds, sep=" ")
+
+
+@register.simple_tag
+def retries_words() -> str:
+    """:data:`fairway_cli.words.RETRIES_WORDS`: what ``retries`` re-runs, and what it never does."""
+    return RETRIES_WORDS
 
 
 @register.filter
