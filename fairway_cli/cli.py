@@ -84,6 +84,7 @@ from fairway_cli.words import (
     in_flags,
     no_attempt_text,
     nothing_to_change_text,
+    occupancy_parts_text,
     quote_start_text,
     rank_words,
     reason_words,
@@ -2590,10 +2591,7 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         )
         t = r["total"]
         out.write(f"  availability  {_pct(t['availability'])} ({AVAILABILITY_MEANS})\n")
-        out.write(
-            f"  occupancy     {_pct(t['occupancy'])} ({_pct(t['occupancy_allocated'])} allocated, "
-            f"{_pct(t['occupancy_unallocated'])} unallocated)\n"
-        )
+        out.write(f"  occupancy     {_pct(t['occupancy'])} ({occupancy_parts_text(t)})\n")
         out.write(f"  utilization   {t['utilization_text']}\n")
         out.write(f"  impact        {_pct(t['impact'])}\n")
         _impact_per_budget(r, out)

@@ -15,6 +15,7 @@ from fairway_cli.words import (
     RETRIES_WORDS,
     drain_only,
     draining_host_words,
+    occupancy_parts_text,
     reason_words,
     silent_host_words,
     unfunded_text,
@@ -86,6 +87,13 @@ def hours(value: Any) -> str:
 def pct(value: Any, digits: int = 0) -> str:
     """A fraction as a percentage: ``0.333`` → ``33%`` (``fairway_cli.numbers.percent_text``)."""
     return percent_text(value, digits)
+
+
+@register.filter
+def occupancy_parts(total: Any) -> str:
+    """:func:`fairway_cli.words.occupancy_parts_text`: the pyramid's occupancy split, its parts
+    adding up to the whole's percentage, as ``fairway metrics`` writes it."""
+    return occupancy_parts_text(total if isinstance(total, dict) else {})
 
 
 @register.filter
