@@ -38,6 +38,7 @@ def favicon(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(static("fairway/favicon.svg"))
 
 
+handler404 = "web.views.not_found"  # the site's page naming what was not found (tryout49); the API answers JSON
 handler500 = "config.middleware.server_error"  # a database failure in a middleware: 503, not 500
 
 urlpatterns = [

@@ -63,6 +63,7 @@ from fairway_cli.waiting import (
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
+    RETRIES_WORDS,
     THROTTLED_STATUS,
     THROTTLED_WORDS,
     TRY_LATER_STATUSES,
@@ -84,6 +85,7 @@ from fairway_cli.words import (
     in_flags,
     no_attempt_text,
     nothing_to_change_text,
+    occupancy_parts_text,
     quote_start_text,
     rank_words,
     reason_words,
@@ -2590,10 +2592,7 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         )
         t = r["total"]
         out.write(f"  availability  {_pct(t['availability'])} ({AVAILABILITY_MEANS})\n")
-        out.write(
-            f"  occupancy     {_pct(t['occupancy'])} ({_pct(t['occupancy_allocated'])} allocated, "
-            f"{_pct(t['occupancy_unallocated'])} unallocated)\n"
-        )
+        out.write(f"  occupancy     {_pct(t['occupancy'])} ({occupancy_parts_text(t)})\n")
         out.write(f"  utilization   {t['utilization_text']}\n")
         out.write(f"  impact        {_pct(t['impact'])}\n")
         _impact_per_budget(r, out)
@@ -2910,7 +2909,7 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "-t",
         help="wall-time limit per attempt (>= minimum runtime), e.g. 12h" + ("; none: no limit" if again else ""),
     )
-    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit" + default("0"))
+    p.add_argument("--retries", type=_count, help=RETRIES_WORDS + default("0"))
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end" + replaces)
     p.add_argument(
         "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
@@ -3141,7 +3140,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="wall-time limit per attempt, e.g. 12h; none: no limit (of a running workload: you may lower it, "
         "an admin raise it)",
     )
-    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit")
+    p.add_argument("--retries", type=_count, help=RETRIES_WORDS)
     p.add_argument("--cpus", type=_cpus, help="CPUs per host; none: the host's per-GPU share")
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G; none: the per-GPU share")
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G; none: the runtime's")

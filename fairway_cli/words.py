@@ -27,6 +27,11 @@ REASON_WORDS = {
 }
 """Each pending reason code (DESIGN.md §3.8) in a few words, without what its ``resources`` add."""
 
+RETRIES_WORDS = "re-runs after its own non-zero exit; a stop (timeout, preemption, drain, cancel) never uses one"
+"""What ``retries`` does, in the one wording of the submit form, the workload page and ``fairway
+submit|update|resubmit --help`` (docs/jobs.md, "Retries"; tryout49: "re-runs after a non-zero exit"
+read as a promise to re-run work stopped at its wall-time limit, which ends exit 143)."""
+
 MAINTENANCE_WORDS = "GPUs reserved for maintenance"
 """``reserved_for_other`` where a scheduled drain alone keeps it out (:func:`drain_only`; docs/deploy.md
 "Scheduled drains"): the lists' words, its page's "reserved for maintenance" (list59: the lists read
@@ -614,3 +619,27 @@ def quote_start_text(line: Mapping[str, Any], waits_for: Iterable[int] = (), why
     if why_none:
         return f"none: {why_none}"
     return f"none before {instant_text(line['searched_until'])}"
+
+
+def occupancy_parts_text(total: Mapping[str, Any]) -> str:
+    """The pyramid's occupancy split, ``30% allocated, 36% unallocated``, in the metrics page's and
+    ``fairway metrics``' one wording, beside the whole's :func:`percent_text` (``66%``). The parts
+    are rounded so that they add up to the whole's percentage (largest remainder, ties to the
+    first): rounded alone, 30.3% and 35.4% read "30% allocated, 35% unallocated" beside a whole of
+    66% (tryout49). Where the parts are not the whole's (an older server's figures, one missing),
+    each keeps its own rounding."""
+    texts = [percent_text(total.get(key)) for key in ("occupancy_allocated", "occupancy_unallocated")]
+    try:
+        whole = float(total["occupancy"])
+        values = [float(total["occupancy_allocated"]), float(total["occupancy_unallocated"])]
+    except (KeyError, TypeError, ValueError):
+        return f"{texts[0]} allocated, {texts[1]} unallocated"
+    if abs(sum(values) - whole) < 1e-4:
+        scaled = [v * 100 for v in values]
+        rounded = [int(s // 1) for s in scaled]
+        need = int(percent_text(whole).rstrip("%")) - sum(rounded)
+        if 0 <= need <= len(rounded):
+            for i in sorted(range(len(scaled)), key=lambda i: -(scaled[i] - rounded[i]))[:need]:
+                rounded[i] += 1
+            texts = [f"{r}%" for r in rounded]
+    return f"{texts[0]} allocated, {texts[1]} unallocated"

@@ -17,6 +17,7 @@ from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
 from config.parsers import find_unencodable
 from fairway_cli.numbers import PLAIN_INT, duration_text
+from fairway_cli.words import RETRIES_WORDS
 from fairway_common import strict_yaml
 from scheduler.api.serializers import WorkloadQuoteSerializer, WorkloadSubmitSerializer, default_name
 from scheduler.jobspec import retries_problem
@@ -138,7 +139,9 @@ class SubmitForm(forms.Form):
         required=False,
         help_text=MAX_RUNTIME_HELP,
     )
-    retries = CountField(min_value=0, required=False, initial=0, help_text="Re-runs after a non-zero exit.")
+    retries = CountField(
+        min_value=0, required=False, initial=0, help_text=RETRIES_WORDS[0].upper() + RETRIES_WORDS[1:] + "."
+    )
     after = forms.CharField(
         required=False, help_text="Wait for workloads: 12, 13:any (ok = only if they succeed, the default)."
     )

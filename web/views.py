@@ -33,7 +33,7 @@ from django.db import connection
 from django.db.models import Prefetch, QuerySet
 from django.forms.utils import ErrorDict
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -52,6 +52,7 @@ from accounts.services import (
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from budgets.statement import may_read_statement
+from config.api import no_such
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
@@ -647,8 +648,32 @@ def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
     return _render(request, "web/bulk.html", context)
 
 
+def _found(model: Any, kind: str, **lookup: Any) -> Any:
+    """The one row ``lookup`` names, else a 404 saying what was looked for in the API's words, "No
+    workload 99." (``config.api.no_such``; tryout49: Django's "No Workload matches the given
+    query." behind its bare "Not Found" page)."""
+    rows = model if isinstance(model, QuerySet) else model._default_manager.all()
+    try:
+        return rows.get(**lookup)
+    except rows.model.DoesNotExist:
+        raise Http404(str(no_such(kind, next(iter(lookup.values()))).detail)) from None
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler404`` (config.urls): the site's page, with its navigation, saying what was not found
+    (a view's :func:`_found` words, else the path); the API answers its own JSON 404s."""
+    said = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
+    message = said if said.startswith("No ") else f"Nothing at {request.path}."
+    try:
+        return render(request, "web/not_found.html", {"message": message}, status=404)
+    except Exception:  # noqa: BLE001 -- e.g. the database down under the user's lookup: Django's page
+        from django.views import defaults
+
+        return defaults.page_not_found(request, exception)
+
+
 def _workload(pk: int) -> Workload:
-    return get_object_or_404(
+    return _found(
         Workload.objects.select_related("owner", "cluster", "budget", "held_by").prefetch_related(
             Prefetch(
                 "attempts",
@@ -660,6 +685,7 @@ def _workload(pk: int) -> Workload:
             ),
             Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by(*EVENT_ORDER)),
         ),
+        "workload",
         pk=pk,
     )
 
@@ -845,7 +871,7 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def cancel(request: HttpRequest, pk: int) -> HttpResponseBase:
-    target = get_object_or_404(Workload, pk=pk)
+    target = _found(Workload, "workload", pk=pk)
     try:
         done = do_cancel_workload(request.user, target)
         if done.state == Workload.State.CANCELED:
@@ -878,7 +904,7 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
     """The workload page's edit form: ``do_update_workload`` with the fields parsed as the API
     parses them; a refusal shows the page again with the typed values and each error beside its
     field (400; 403 and 409 as the API answers them)."""
-    target = get_object_or_404(Workload, pk=pk)
+    target = _found(Workload, "workload", pk=pk)
     form = WorkloadEditForm(request.POST)
     shown: WorkloadEditForm | None = form
     status = 400
@@ -926,7 +952,7 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
 @require_POST
 def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     """Hold (``verb`` ``hold``) or release (``release``) workload ``pk``: its page's buttons."""
-    target = get_object_or_404(Workload, pk=pk)
+    target = _found(Workload, "workload", pk=pk)
     try:
         if verb == "hold":
             done, changed = hold_workload(request.user, target)
@@ -950,7 +976,7 @@ def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
 @require_POST
 def hold_group(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     """Hold or release every pending member of array group ``pk``; back to the group's list."""
-    group = get_object_or_404(ArrayGroup, pk=pk)
+    group = _found(ArrayGroup, "array group", pk=pk)
     try:
         n = len(do_hold_group(request.user, group, release=verb == "release"))
         if not n:  # a stale page's button: said as the CLI says it (left55)
@@ -968,7 +994,7 @@ def hold_group(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
 @require_POST
 def cancel_group(request: HttpRequest, pk: int) -> HttpResponseBase:
     """Cancel every member of array group ``pk`` not final yet; back to the group's list."""
-    group = get_object_or_404(ArrayGroup, pk=pk)
+    group = _found(ArrayGroup, "array group", pk=pk)
     try:
         n = len(do_cancel_group(request.user, group))
         messages.success(request, f"Canceled {n} workloads of array group {group.pk}.")
@@ -978,7 +1004,7 @@ def cancel_group(request: HttpRequest, pk: int) -> HttpResponseBase:
 
 
 def _logs_context(user: User, pk: int) -> tuple[Workload, Attempt | None, bool]:
-    target = get_object_or_404(Workload.objects.select_related("budget"), pk=pk)
+    target = _found(Workload.objects.select_related("budget"), "workload", pk=pk)
     allowed = may_read_private(user, target, accessible_budget_ids(user))
     attempt = target.attempts.order_by("-number").first() if allowed else None
     return target, attempt, allowed
@@ -1157,7 +1183,7 @@ def _util_text(sample: Any) -> str:
 def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
     """Clusters with occupancy and their hosts: GPU health grid, states, drain progress; admin actions."""
     errors: dict[str, list[str]] = {}
-    cluster_list = [get_object_or_404(Cluster, name=name)] if name is not None else []
+    cluster_list = [_found(Cluster, "cluster", name=name)] if name is not None else []
     try:  # the API's metrics/ reading (?cluster=, its one parameter); a cluster's own page reads none
         if name is None:
             cluster_list = cluster_only_params(request.GET, api=False)
@@ -1195,7 +1221,7 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     line is logged."""
     if verb not in HOST_ACTIONS and verb != "cancel-drain":
         raise Http404(f"no host action {verb!r}")
-    host = get_object_or_404(Host, name=name)
+    host = _found(Host, "host", name=name)
     if not may_operate_hosts(request.user):
         logger.warning("host action %s on %s refused: %s may not change hosts", verb, host.name, request.user)
         refusal = "only admins with the change_host permission cordon, drain or resume hosts."

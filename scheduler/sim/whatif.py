@@ -166,6 +166,14 @@ def _row(delivered: float, dem: float, ent: float, waits: list[int]) -> dict[str
     }
 
 
+def whatif_heading(window_s: int, jobs: int, gpus: int) -> str:
+    """``What-if over 7d: 11 workloads on 4 GPUs``: the admin page's heading and the command's first
+    line, the window as every duration reads (tryout49: "7.0 days" for a window asked as 7d)."""
+    from fairway_cli.numbers import duration_text
+
+    return f"What-if over {duration_text(window_s)}: {jobs} workload{'' if jobs == 1 else 's'} on {gpus} GPUs"
+
+
 def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, depth: int | None = None) -> dict[str, Any]:
     """Simulate ``demand`` under Fairway with ``new_budgets``; returns actual and simulated rows per budget."""
     horizon = max(1, demand.now - demand.since)
@@ -238,6 +246,7 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
         "since": demand.since,
         "now": demand.now,
         "days": round(horizon / DAY, 3),
+        "heading": whatif_heading(int(horizon), len(trace), sum(h.size for h in demand.hosts)),
         "jobs": len(trace),
         "gpus": sum(h.size for h in demand.hosts),
         "changed": changed,
@@ -257,8 +266,7 @@ def format_table(result: dict[str, Any]) -> str:
         return "–" if x is None else duration_text(x)
 
     lines = [
-        f"What-if over {result['days']} days: {result['jobs']} workloads on {result['gpus']} GPUs "
-        "(attainment = allocated GPU-time ÷ min(entitlement, demand))",
+        f"{result['heading']} (attainment = allocated GPU-time ÷ min(entitlement, demand))",
         "shares changed: "
         + (", ".join(f"{c['budget']} {c['shares'][0]}→{c['shares'][1]}" for c in result.get("changed", [])) or "none"),
         f"{'budget':28} {'shares':>9} {'attain act':>10} {'attain sim':>10} {'p50 act':>8} {'p50 sim':>8} "

@@ -12,8 +12,10 @@ from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
 from fairway_cli.words import (
+    RETRIES_WORDS,
     drain_only,
     draining_host_words,
+    occupancy_parts_text,
     reason_words,
     silent_host_words,
     unfunded_text,
@@ -36,6 +38,12 @@ def duration(seconds: Any) -> str:
     (``fairway_cli.numbers.duration_text``), its units apart; ``0`` → ``0 (unallocated)`` is the
     caller's business."""
     return duration_text(seconds, sep=" ")
+
+
+@register.simple_tag
+def retries_words() -> str:
+    """:data:`fairway_cli.words.RETRIES_WORDS`: what ``retries`` re-runs, and what it never does."""
+    return RETRIES_WORDS
 
 
 @register.filter
@@ -79,6 +87,13 @@ def hours(value: Any) -> str:
 def pct(value: Any, digits: int = 0) -> str:
     """A fraction as a percentage: ``0.333`` → ``33%`` (``fairway_cli.numbers.percent_text``)."""
     return percent_text(value, digits)
+
+
+@register.filter
+def occupancy_parts(total: Any) -> str:
+    """:func:`fairway_cli.words.occupancy_parts_text`: the pyramid's occupancy split, its parts
+    adding up to the whole's percentage, as ``fairway metrics`` writes it."""
+    return occupancy_parts_text(total if isinstance(total, dict) else {})
 
 
 @register.filter
