@@ -139,7 +139,7 @@ def test_scenario_passes_on_db_backend_like_memory_restarted_before_every_step(
 # removed): both backends must still decide the same, step by step.
 PARITY = {
     "grace-durations-cancel-budgets": """
-settings: {grace: 30s, tick_interval: 10s}
+settings: {grace: 30s, tick_interval: 30s}
 hosts: [{name: h, count: 2, gpus: 8}]
 budgets: [{path: A}, {path: B}, {path: C/c1, shares: 2}]
 usage: [{budget: A, gpu_hours: 300}]

@@ -100,7 +100,7 @@ def requeued_for(seed: int, s: Snapshot) -> set[str]:
     return {a.id for a in s.attempts if a.stopping and rnd.random() < 0.7}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # trim49: 30
 @given(st.integers(0, 2**32 - 1))
 @example(10)  # seeds where the requeue moves an estimate (8 of the first 200)
 @example(11)
@@ -173,7 +173,7 @@ def test_capped_members_freed_by_a_siblings_limit_equal_the_oracle() -> None:
     raise AssertionError(f"only {hits} such states")
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # trim49: 15
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4]))
 def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, gpus: int) -> None:
     s, running, grace = small_state(seed)
