@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import scheduler.policy.reason_hosts as reason_hosts
 import scheduler.policy.reserve as reserve
 from scheduler.policy import IncrementalScheduler, PendingReason, Snapshot, schedule
 from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
@@ -61,14 +62,19 @@ def test_the_bound_hosts_name_the_walks_protected_work_host(seed: int, n_hosts: 
     assert IncrementalScheduler(check=True)(s) == schedule(s)
 
 
-def test_the_random_clusters_reach_the_walk() -> None:
-    """The clusters above give ``protected_work`` reasons without reservations (the walk's path)."""
+def test_the_random_clusters_reach_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clusters above give ``protected_work`` reasons without reservations (the walk's path),
+    and the walks read hosts' start floors (tick49's skip)."""
+    real = reason_hosts.start_floor
+    floors = []
+    monkeypatch.setattr(reason_hosts, "start_floor", lambda ps, hv, n: floors.append(hv.name) or real(ps, hv, n))
     seen = 0
     for seed in range(40):
         d = schedule(_cluster(seed, 12, 20))
         assert not d.reservations
         seen += sum(1 for info in d.pending.values() if info.reason == PendingReason.PROTECTED_WORK)
     assert seen > 20
+    assert len(floors) > 100
 
 
 def test_a_bound_that_leaves_out_the_earliest_host_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,6 +92,50 @@ def test_a_bound_that_leaves_out_the_earliest_host_is_caught(monkeypatch: pytest
     )
     real = reserve.bound_hosts
     monkeypatch.setattr(reserve, "bound_hosts", lambda *a: [hv for hv in real(*a) if hv.name != "h2"])
+    assert schedule(s).pending["P1"].detail["host"] == "h1"
+    with pytest.raises(AssertionError, match="bound h1 != walk h2"):
+        IncrementalScheduler(check=True)(s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 16), st.integers(1, 20))
+def test_the_start_floor_is_below_every_start(seed: int, n_hosts: int, n_pending: int) -> None:
+    """``reason_hosts.start_floor`` (tick49: the walk skips a host whose floor cannot beat the best
+    found) is at or below every start ``reserve.host_start`` reads in a pass, whatever the
+    workload's allowed budgets."""
+    s = _cluster(seed, n_hosts, n_pending)
+    real = reserve.host_start
+
+    def checked(ps, w, hv, allowed, key=None):  # type: ignore[no-untyped-def]
+        t = real(ps, w, hv, allowed, key)
+        if t is not None:
+            floor = reason_hosts.start_floor(ps, hv, w.gpus)
+            assert floor <= t, (w.id, hv.name, floor, t)
+        return t
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reserve, "host_start", checked)
+        schedule(s)
+
+
+def test_a_floor_above_the_earliest_start_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """h1 (protected 2 h) is read first, h2 (1 h) beats it: its floor is ``T0 + H``; a floor
+    that claims later skips h2, names h1, and ``check`` says so."""
+    a1 = running("A1", "a", [("h1", i) for i in range(4)], m=3 * H, started=T0 - H)
+    a2 = running("A2", "a", [("h2", i) for i in range(4)], m=2 * H, started=T0 - H)
+    s = snap([host("h1", 4), host("h2", 4)], tree("a", "b"), [a1, a2], [pending("P1", "b", 2)], [lump("a", 1000)])
+    s = replace(s, max_reservations=0)
+    real = reason_hosts.start_floor
+    floors = []
+
+    def spy(ps, hv, n):  # type: ignore[no-untyped-def]
+        floors.append((hv.name, real(ps, hv, n)))
+        return floors[-1][1]
+
+    monkeypatch.setattr(reason_hosts, "start_floor", spy)
+    assert schedule(s).pending["P1"].detail["host"] == "h2"
+    assert floors == [("h2", T0 + H)]
+    monkeypatch.setattr(reason_hosts, "start_floor", lambda ps, hv, n: real(ps, hv, n) + 2 * H)
     assert schedule(s).pending["P1"].detail["host"] == "h1"
     with pytest.raises(AssertionError, match="bound h1 != walk h2"):
         IncrementalScheduler(check=True)(s)
