@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,7 +88,10 @@ def slow_cache(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
         settings.CACHES = {"default": {**settings.CACHES["default"], "BACKEND": f"{__name__}.SlowRedisCache"}}
         assert settings.CACHES["default"]["KEY_PREFIX"] == prefix
     else:
-        settings.CACHES = {"default": {"BACKEND": f"{__name__}.SlowLocMemCache", "LOCATION": f"thr47-{id(request)}"}}
+        # a location of its own: LocMemCache keeps its entries by location for the process, and an
+        # ``id()`` comes back for a later test (the address refused an hour by the one before: all 429)
+        location = f"thr47-{uuid.uuid4().hex}"
+        settings.CACHES = {"default": {"BACKEND": f"{__name__}.SlowLocMemCache", "LOCATION": location}}
     rest = dict(settings.REST_FRAMEWORK)
     rest["DEFAULT_THROTTLE_RATES"] = {
         **rest["DEFAULT_THROTTLE_RATES"],
