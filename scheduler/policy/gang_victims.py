@@ -83,10 +83,10 @@ def _exact_gang(
 def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
     """Whole healthy hosts of ``size`` GPUs, best first, that ``w`` could vacate now: nothing
     leaving or nominated there, only unallocated work and unprotected work rule 2 allows
-    (room profile level 0 or 1, read from the index). Kept per (model, size, allowed budgets)
+    (room profile level 0 or 1, read from the index). Kept per (model, size, allowed budgets, allocated)
     until the state changes."""
     allowed = ps.room_budgets(w)
-    key = (w.model, size, allowed)
+    key = (w.model, size, allowed, w.allocated)  # unallocated work reads other levels (vacate_level)
     cached = ps.memo.gang_options.get(key)
     if cached is not None:
         return cached

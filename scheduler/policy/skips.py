@@ -123,8 +123,12 @@ class SkipRuns(PassState):
     def _verify_floor(self, w: Workload, floor: int, reclaim: ReclaimIndex) -> None:
         """``check``: a workload like ``w`` (another id) with M ``floor`` fails as ``w`` did: no
         free placement, no victims and, while reservations are open, no reservation (a found one
-        is made, and the check fails). From the floor up to ``w``'s M the rules read the same."""
-        if floor == w.min_runtime:
+        is made, and the check fails). From the floor up to ``w``'s M the rules read the same.
+        A floor of 0 is searched at M 1, the least M of allocated work: M 0 is unallocated work,
+        which other rules answer and whose answers a memo keeps under keys shared with allocated
+        work (chk49: its gang options, kept, denied the next allocated gang its victims)."""
+        floor = max(floor, 1)
+        if floor >= w.min_runtime:
             return
         low = replace(w, id=f"{w.id}~floor", min_runtime=floor)
         found = (

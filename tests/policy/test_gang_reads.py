@@ -8,7 +8,7 @@ import random
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import scheduler.policy.reason_tables as reason_tables
@@ -60,6 +60,7 @@ def _cluster(seed: int, n_hosts: int, n_pending: int, max_reservations: int) -> 
 
 @settings(max_examples=120, deadline=None)
 @given(st.integers(0, 10**6), st.integers(1, 20), st.integers(1, 25), st.sampled_from((0, 2)))
+@example(311, 7, 13, 0)  # chk49: the check's floor search (M 0) once kept w1's gang options as unallocated work's
 def test_the_index_reads_what_the_table_reads(seed: int, n_hosts: int, n_pending: int, reservations: int) -> None:
     """Under ``check`` every gang reason's reads from the index are compared with the plain
     table's (an AssertionError if they differ); the checked pass decides as a fresh one."""
