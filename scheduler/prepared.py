@@ -27,7 +27,8 @@ from typing import Any
 from django.db import connections
 from django.db.models import QuerySet
 
-_INT_SENTINELS = ((-7_301_457_101, -7_301_457_211, -7_301_457_307), (-8_402_561_113, -8_402_561_223, -8_402_561_331))
+_INT_SENTINELS = ((-1_730_145_701, -1_730_145_811, -1_730_145_907), (-1_840_256_113, -1_840_256_223, -1_840_256_331))
+"""Unlikely values, within a 32-bit integer column's range (Django makes an out-of-range lookup empty)."""
 _TIME_SENTINELS = (
     datetime(1901, 2, 3, 4, 5, 6, 789_001, tzinfo=UTC),
     datetime(1902, 3, 4, 5, 6, 7, 891_003, tzinfo=UTC),
