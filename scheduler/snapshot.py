@@ -34,6 +34,7 @@ from scheduler.hardware_memo import MEMO
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
 from scheduler.policy import types as p
 from scheduler.policy.caps import STILL_RUNNING, cap_members, cap_state, with_capped
+from scheduler.prepared import Prepared
 
 _HOLDING = (Workload.State.STARTING, Workload.State.RUNNING, Workload.State.PREEMPTING)
 """Workload states that hold GPUs: they count against an array's ``%N`` cap."""
@@ -216,11 +217,7 @@ def _load_snapshot(
 
     hosts, gpu_ref_by_id, silent_since = hardware(cluster_id, index)
 
-    budget_rows = list(
-        Budget.objects.values_list(
-            "id", "name", "parent_id", "shares", "archived_at", "hold", "on_cap", "cap_gpu_hours", "cap_period_days"
-        ).order_by("id")
-    )
+    budget_rows = _BUDGETS()
     budgets = [
         p.Budget(
             key=str(bid),
@@ -244,27 +241,7 @@ def _load_snapshot(
     # primary key, their GPUs by the ``attempt`` index, whatever the statistics.
     simulated = simulated and workload_key is str  # the facts are keyed by the live ids
     attempt_rows = [
-        row
-        for row in Attempt.objects.filter(ended_at__isnull=True)
-        .annotate(
-            started_s=_epoch_col(Attempt, "started_at", up=True),
-            stop_s=_epoch_col(Attempt, "stop_requested_at", up=True),
-        )
-        .values_list(
-            "id",
-            "workload_id",
-            "workload__budget_id",
-            "allocated",
-            "workload__min_runtime_s",
-            "started_s",
-            "stop_s",
-            "workload__cpus",
-            "workload__memory_bytes",
-            "workload__cluster_id",
-            *(_RUNNING_FIELDS if simulated else ()),
-        )
-        .order_by("id")
-        if row[9] == cluster_id
+        row for row in (_OPEN_ATTEMPTS_SIMULATED if simulated else _OPEN_ATTEMPTS)() if row[9] == cluster_id
     ]
     links: dict[int, list[tuple[int, int]]] = defaultdict(list)
     # an attempt's GPU rows close with its end, in the same transaction
@@ -405,17 +382,7 @@ def _load_snapshot(
 
     usage: list[p.UsageRecord] = [
         p.UsageRecord(budget=str(bid), start=start, end=end, gpus=gpus)
-        for aid, bid, start, end, gpus in Attempt.objects.filter(
-            workload__cluster_id=cluster_id,
-            allocated=True,
-            started_at__isnull=False,
-            ended_at__gt=since,
-        )
-        .annotate(
-            n_gpus=Count("gpu_links"), start_s=_epoch_col(Attempt, "started_at"), end_s=_epoch_col(Attempt, "ended_at")
-        )
-        .values_list("id", "workload__budget_id", "start_s", "end_s", "n_gpus")
-        .order_by("id")
+        for aid, bid, start, end, gpus in _CLOSED_USAGE(cluster_id, since)
         if gpus and aid not in index.attempts  # ended since the open attempts' read: counted open (cap61)
     ]
     usage.extend(
@@ -426,10 +393,7 @@ def _load_snapshot(
             gpus=gpus,
             gpu_seconds=gpu_seconds,
         )
-        for bid, start, end, gpus, gpu_seconds in UsageEntry.objects.filter(cluster_id=cluster_id, end__gt=since)
-        .annotate(start_s=_epoch_col(UsageEntry, "start"), end_s=_epoch_col(UsageEntry, "end"))
-        .values_list("budget_id", "start_s", "end_s", "gpus", "gpu_seconds")
-        .order_by("id")
+        for bid, start, end, gpus, gpu_seconds in _USAGE_ENTRIES(cluster_id, since)
     )
 
     nominations: dict[str, list[p.GpuRef]] = defaultdict(list)
@@ -465,23 +429,14 @@ _HEALTHY = GPU.Health.HEALTHY.value
 
 def _host_rows(cluster_id: int) -> list[_HostRow]:
     """The cluster's hosts (not removed)."""
-    return list(
-        Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True).values_list(
-            "id", "name", "state", "labels", "drain_now", "last_heartbeat", "cpus", "memory_bytes", "drain_at"
-        )
-    )
+    return _HOSTS(cluster_id)
 
 
 def _gpu_rows(cluster_id: int) -> list[_GpuRow]:
     """The GPUs of every host of the cluster: those of removed hosts too, so that an attempt left
     on one can be named; not those an approved inventory removed (they hold no open attempt:
     ``do_approve_host_inventory``). Not in the model's order (host name, index): each host's are sorted."""
-    return list(
-        GPU.objects.registered()
-        .filter(host__cluster_id=cluster_id)
-        .values_list("id", "host_id", "host__name", "index", "model", "health", "nominated_for_id")
-        .order_by()
-    )
+    return _GPUS(cluster_id)
 
 
 def _hardware_plain(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
@@ -627,17 +582,8 @@ def _hardware_kept(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
             if health != _HEALTHY or nominated is not None
         ]
     else:
-        volatile_hosts = list(
-            Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True)
-            .filter(~Q(state=_ACTIVE) | Q(drain_now=True) | Q(drain_at__isnull=False))
-            .values_list("id", "state", "drain_now", "last_heartbeat", "drain_at")
-            .order_by()
-        )
-        volatile_gpus = list(
-            GPU.objects.filter(~Q(health=_HEALTHY) | Q(nominated_for__isnull=False))
-            .values_list("id", "health", "nominated_for_id")
-            .order_by()
-        )
+        volatile_hosts = _VOLATILE_HOSTS(cluster_id)
+        volatile_gpus = _VOLATILE_GPUS()
     index.host_id_by_name = dict(kept.host_id_by_name)
     index.host_state_by_name = dict.fromkeys(kept.host_id_by_name, _ACTIVE)
     index.gpu_id_by_ref = dict(kept.gpu_id_by_ref)
@@ -720,45 +666,7 @@ def _pending_rows(cluster_id: int, limits: dict[str, int] | None = None) -> list
     latter once per row, and above ``jit_above_cost`` (19,152 pending rows: cost 316,082) it
     compiled the query first, 140 of its 142 ms. Sorted here rather than by the database,
     whose sort of rows this wide spilled to disk (4.3 MB, +25 ms)."""
-    # A dependency ended failed or canceled under ``:ok`` is never met: its dependent waits until a
-    # tick cancels it (``lifecycle.settle_dependencies``). Counted met, a chain's next link started
-    # in the very tick that canceled the link before it.
-    doomed = Q(
-        condition=WorkloadDependency.Condition.OK, after__state__in=[Workload.State.FAILED, Workload.State.CANCELED]
-    )
-    unmet = (
-        WorkloadDependency.objects.filter(~Q(after__state__in=Workload.FINAL_STATES) | doomed)
-        .order_by()
-        .values("workload_id")
-    )
-    rows = list(
-        Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING)
-        .annotate(
-            waiting=ExpressionWrapper(Q(pk__in=unmet), output_field=BooleanField()),
-            submitted_s=_epoch_col(Workload, "submitted_at"),
-            detail_text=Cast("pending_detail", TextField()),
-        )
-        .values_list(
-            "id",
-            "budget_id",
-            "gpu_count",
-            "gpu_model",
-            "min_runtime_s",
-            "submitted_s",
-            "seq",
-            "pending_reason",
-            "detail_text",
-            "cpus",
-            "memory_bytes",
-            "waiting",
-            "group_id",
-            "group__limit",
-            "spec_version",
-            "hold",
-            *(("max_runtime_s",) if limits is not None else ()),
-        )
-        .order_by()
-    )
+    rows = (_PENDING_WITH_LIMITS if limits is not None else _PENDING)(cluster_id)
     rows.sort(key=itemgetter(0))
     if limits is not None:
         limits.update((str(row[0]), int(row[-1])) for row in rows if row[-1] is not None)
@@ -1005,3 +913,182 @@ def _cap_rows_sql(
     """  # noqa: S608 -- table names come from the models' meta; every value is a parameter
     db_since = connection.ops.adapt_datetimefield_value(since)
     return sql, [db_since, *ids, *counted, *silent_params, STILL_RUNNING, cluster_id, *ids, db_since, *ids]
+
+
+# The snapshot's fixed-shape reads, each compiled once per connection and run again with the
+# cluster pk and times of each tick (:mod:`scheduler.prepared`, dbtick49: Django building their
+# SQL was about half a small cluster's tick); ``Prepared.plain`` builds and runs each as usual
+# (their oracle, tests/tick/test_prepared.py).
+
+_BUDGETS = Prepared(
+    "snapshot_budgets",
+    (),
+    lambda: Budget.objects.values_list(
+        "id", "name", "parent_id", "shares", "archived_at", "hold", "on_cap", "cap_gpu_hours", "cap_period_days"
+    ).order_by("id"),
+)
+
+
+def _open_attempts(simulated: bool) -> Callable[[], Any]:
+    """Every open attempt (the cluster kept in Python, :func:`load_snapshot`), with a simulated
+    snapshot's more fields (:data:`_RUNNING_FIELDS`) or not."""
+    return lambda: (
+        Attempt.objects.filter(ended_at__isnull=True)
+        .annotate(
+            started_s=_epoch_col(Attempt, "started_at", up=True),
+            stop_s=_epoch_col(Attempt, "stop_requested_at", up=True),
+        )
+        .values_list(
+            "id",
+            "workload_id",
+            "workload__budget_id",
+            "allocated",
+            "workload__min_runtime_s",
+            "started_s",
+            "stop_s",
+            "workload__cpus",
+            "workload__memory_bytes",
+            "workload__cluster_id",
+            *(_RUNNING_FIELDS if simulated else ()),
+        )
+        .order_by("id")
+    )
+
+
+_OPEN_ATTEMPTS = Prepared("snapshot_open_attempts", (), _open_attempts(False))
+_OPEN_ATTEMPTS_SIMULATED = Prepared("snapshot_open_attempts_simulated", (), _open_attempts(True))
+
+_CLOSED_USAGE = Prepared(
+    "snapshot_closed_usage",
+    (int, datetime),
+    lambda cluster_id, since: (
+        Attempt.objects.filter(
+            workload__cluster_id=cluster_id,
+            allocated=True,
+            started_at__isnull=False,
+            ended_at__gt=since,
+        )
+        .annotate(
+            n_gpus=Count("gpu_links"), start_s=_epoch_col(Attempt, "started_at"), end_s=_epoch_col(Attempt, "ended_at")
+        )
+        .values_list("id", "workload__budget_id", "start_s", "end_s", "n_gpus")
+        .order_by("id")
+    ),
+)
+
+_USAGE_ENTRIES = Prepared(
+    "snapshot_usage_entries",
+    (int, datetime),
+    lambda cluster_id, since: (
+        UsageEntry.objects.filter(cluster_id=cluster_id, end__gt=since)
+        .annotate(start_s=_epoch_col(UsageEntry, "start"), end_s=_epoch_col(UsageEntry, "end"))
+        .values_list("budget_id", "start_s", "end_s", "gpus", "gpu_seconds")
+        .order_by("id")
+    ),
+)
+
+
+def _pending_query(with_limits: bool) -> Callable[[int], Any]:
+    """:func:`_pending_rows`' queryset, with each one's wall-time limit last or not."""
+
+    def build(cluster_id: int) -> Any:
+        # A dependency ended failed or canceled under ``:ok`` is never met: its dependent waits until a
+        # tick cancels it (``lifecycle.settle_dependencies``). Counted met, a chain's next link started
+        # in the very tick that canceled the link before it.
+        doomed = Q(
+            condition=WorkloadDependency.Condition.OK, after__state__in=[Workload.State.FAILED, Workload.State.CANCELED]
+        )
+        unmet = (
+            WorkloadDependency.objects.filter(~Q(after__state__in=Workload.FINAL_STATES) | doomed)
+            .order_by()
+            .values("workload_id")
+        )
+        return (
+            Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING)
+            .annotate(
+                waiting=ExpressionWrapper(Q(pk__in=unmet), output_field=BooleanField()),
+                submitted_s=_epoch_col(Workload, "submitted_at"),
+                detail_text=Cast("pending_detail", TextField()),
+            )
+            .values_list(
+                "id",
+                "budget_id",
+                "gpu_count",
+                "gpu_model",
+                "min_runtime_s",
+                "submitted_s",
+                "seq",
+                "pending_reason",
+                "detail_text",
+                "cpus",
+                "memory_bytes",
+                "waiting",
+                "group_id",
+                "group__limit",
+                "spec_version",
+                "hold",
+                *(("max_runtime_s",) if with_limits else ()),
+            )
+            .order_by()
+        )
+
+    return build
+
+
+_PENDING = Prepared("snapshot_pending", (int,), _pending_query(False))
+_PENDING_WITH_LIMITS = Prepared("snapshot_pending_limits", (int,), _pending_query(True))
+
+_HOSTS = Prepared(
+    "snapshot_hosts",
+    (int,),
+    lambda cluster_id: Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True).values_list(
+        "id", "name", "state", "labels", "drain_now", "last_heartbeat", "cpus", "memory_bytes", "drain_at"
+    ),
+)
+
+_GPUS = Prepared(
+    "snapshot_gpus",
+    (int,),
+    lambda cluster_id: (
+        GPU.objects.registered()
+        .filter(host__cluster_id=cluster_id)
+        .values_list("id", "host_id", "host__name", "index", "model", "health", "nominated_for_id")
+        .order_by()
+    ),
+)
+
+_VOLATILE_HOSTS = Prepared(
+    "snapshot_volatile_hosts",
+    (int,),
+    lambda cluster_id: (
+        Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True)
+        .filter(~Q(state=_ACTIVE) | Q(drain_now=True) | Q(drain_at__isnull=False))
+        .values_list("id", "state", "drain_now", "last_heartbeat", "drain_at")
+        .order_by()
+    ),
+)
+
+_VOLATILE_GPUS = Prepared(
+    "snapshot_volatile_gpus",
+    (),
+    lambda: (
+        GPU.objects.filter(~Q(health=_HEALTHY) | Q(nominated_for__isnull=False))
+        .values_list("id", "health", "nominated_for_id")
+        .order_by()
+    ),
+)
+
+PREPARED = (
+    _BUDGETS,
+    _OPEN_ATTEMPTS,
+    _OPEN_ATTEMPTS_SIMULATED,
+    _CLOSED_USAGE,
+    _USAGE_ENTRIES,
+    _PENDING,
+    _PENDING_WITH_LIMITS,
+    _HOSTS,
+    _GPUS,
+    _VOLATILE_HOSTS,
+    _VOLATILE_GPUS,
+)
+"""Every prepared read of the snapshot (their oracle test runs each plain and prepared)."""

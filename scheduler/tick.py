@@ -52,6 +52,7 @@ from scheduler.models import (
 )
 from scheduler.policy import schedule
 from scheduler.policy import types as p
+from scheduler.prepared import Prepared
 from scheduler.snapshot import SnapshotIndex, collector_paused, load_snapshot
 
 logger = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
     with _locked_transaction(cluster_id) as acquired:
         if not acquired:
             return TickResult(cluster_id=cluster_id, status="skipped")
-        if not Cluster.objects.filter(pk=cluster_id).exists():
+        if not _CLUSTER_EXISTS(cluster_id):
             return TickResult(cluster_id=cluster_id, status="no_cluster")
         stamps.append(("lock", time.monotonic()))
         transaction.on_commit(lambda: stamps.append(("commit", time.monotonic())))
@@ -205,7 +206,16 @@ def _steps_due(cluster_id: int, now: datetime) -> tuple[bool, bool, bool]:
     (``lifecycle.live_with_limits``: then ``timeouts_due`` reads its attempts) and a dependency
     no longer met (``lifecycle.unmet_dependencies``), in one unlocked read (trim48: a read and
     for two of them a transaction each, on every tick). A missing cluster: none."""
-    row = (
+    rows = _STEPS_DUE(cluster_id, now)
+    return (bool(rows[0][0]), bool(rows[0][1]), bool(rows[0][2])) if rows else (False, False, False)
+
+
+# The tick's two fixed-shape reads before its snapshot, compiled once per connection
+# (scheduler.prepared, dbtick49); ``.plain`` is each one built and run as usual.
+_STEPS_DUE = Prepared(
+    "tick_steps_due",
+    (int, datetime),
+    lambda cluster_id, now: (
         Cluster.objects.filter(pk=cluster_id)
         .annotate(
             drains=Exists(services.due_drains(cluster_id, now)),
@@ -213,9 +223,12 @@ def _steps_due(cluster_id: int, now: datetime) -> tuple[bool, bool, bool]:
             unmet=Exists(lifecycle.unmet_dependencies(cluster_id)),
         )
         .values_list("drains", "limited", "unmet")
-        .first()
-    )
-    return (bool(row[0]), bool(row[1]), bool(row[2])) if row is not None else (False, False, False)
+        .order_by("pk")[:1]
+    ),  # as ``.first()``
+)
+_CLUSTER_EXISTS = Prepared(
+    "tick_cluster_exists", (int,), lambda cluster_id: Cluster.objects.filter(pk=cluster_id).values_list("pk")[:1]
+)
 
 
 def _phases(began: float, stamps: list[tuple[str, float]]) -> str:
