@@ -6,9 +6,10 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import UserChangeForm
+from django.http import HttpRequest
 
 from accounts.models import (
     POSIX_GROUPS_HELP,
@@ -19,6 +20,7 @@ from accounts.models import (
     system_gids,
     system_uid,
 )
+from accounts.services import password_changed_words
 from budgets.admin_search import BudgetPathSearchMixin
 from config.admin_ids import AdminIdsMixin
 from scheduler.models import Cluster
@@ -113,6 +115,14 @@ class UserAdmin(AdminIdsMixin, DjangoUserAdmin):
             },
         ),
     )
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        """Log, and after a password change (the user's "Reset password" page, which logs the saved
+        user) say what it ended (``accounts.services.password_changed_words``)."""
+        entry = super().log_change(request, obj, message)
+        if getattr(obj, "login_tokens_ended", None) is not None:
+            messages.info(request, password_changed_words(obj.login_tokens_ended))
+        return entry
 
 
 @admin.register(Membership)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser, UserManager
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator
-from django.db import models
+from django.db import models, transaction
+from django.dispatch import Signal
 
 from budgets.models import TreeMemoQuerySet
 from budgets.rules import membership_problem
@@ -101,6 +104,11 @@ def forget_token_bulk_writes() -> None:
     )
 
 
+password_changed = Signal()
+"""Sent by :meth:`User.save` after a password change, with ``user`` and ``login_tokens_ended``
+(``manage.py changepassword`` listens, to say it)."""
+
+
 class FairwayUserManager(UserManager.from_queryset(UserQuerySet)):  # type: ignore[misc]
     """Django's ``UserManager`` (``create_user``, ``create_superuser``, ``get_by_natural_key``)
     over :class:`UserQuerySet`."""
@@ -134,8 +142,27 @@ class User(AbstractUser):
 
     objects = FairwayUserManager()
 
+    login_tokens_ended: int | None = None
+    """How many login tokens the last :meth:`save` ended by changing the password (None: it changed
+    none): what the pages that change it say (``accounts.services.password_changed_words``)."""
+
     class Meta:
         db_table = "accounts_user"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save; a changed password (``set_password`` then ``save``: the admin's pages, ``manage.py
+        changepassword``; not a login's hash upgrade, which Django saves with ``_password`` unset)
+        of an existing user ends their login tokens, in the same transaction
+        (``accounts.services.end_login_tokens``, docs/deploy.md, "API tokens: a password change").
+        Other web sessions end by Django's session hash."""
+        from accounts.services import end_login_tokens
+
+        changed = self._password is not None and not self._state.adding
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            self.login_tokens_ended = end_login_tokens(self) if changed else None
+        if changed:
+            password_changed.send(sender=type(self), user=self, login_tokens_ended=self.login_tokens_ended)
 
     def clean(self) -> None:
         super().clean()

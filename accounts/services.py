@@ -240,6 +240,28 @@ def do_logout_everywhere(user: User) -> int:
     return by_model.get(AuthToken._meta.label, 0)
 
 
+def end_login_tokens(user: User) -> int:
+    """Delete ``user``'s login tokens (those a password login made, which expire; a token with no
+    ``ApiTokenInfo`` counts as one) and keep their personal tokens (the tokens page's, made on
+    purpose, like GitHub's personal access tokens): what a password change does
+    (``User.save``, docs/deploy.md, "API tokens: a password change"). Returns how many were deleted."""
+    with transaction.atomic():
+        lock_tokens_of(user)
+        _total, by_model = AuthToken.objects.filter(user=user).exclude(info__kind=ApiTokenInfo.Kind.PERSONAL).delete()
+    return by_model.get(AuthToken._meta.label, 0)
+
+
+def password_changed_words(login_tokens_ended: int) -> str:
+    """What a person reads after a password change (the admin's pages, ``manage.py
+    changepassword``): how many login tokens it ended, and that personal tokens keep working."""
+    ended = f"{login_tokens_ended} login token{'' if login_tokens_ended == 1 else 's'}"
+    return (
+        f"The password change ended {ended} (made by logging in with the password) and every other "
+        "web session; personal API tokens (the tokens page's) keep working: revoke them there if "
+        "the password was stolen."
+    )
+
+
 def do_revoke_token(user: User, token_key: str) -> int:
     """Delete ``user``'s tokens whose ``token_key`` (first 15 characters) is ``token_key``.
 

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from agent import AGENT_VERSION
-from agent.client import EXIT_HOST_REMOVED, HOST_REMOVED_FILE, Agent, HostRemoved
+from agent.client import EXIT_HOST_REMOVED, HOST_REMOVED_FILE, Agent, HostRemoved, told_at_text
 from agent.config import ENV_PREFIX, GPU_BACKENDS, RUNTIMES, AgentConfig, ConfigError, load_config
 from agent.gpu.base import GpuBackend, GpuUnavailable
 from agent.gpu.fake import FakeGpuBackend, Fault, fault_problem, read_faults, write_faults
@@ -364,9 +364,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _note_host_removed(state_dir: Path) -> None:
     """Leave :data:`agent.client.HOST_REMOVED_FILE` for ``--uninstall`` (try56); best effort."""
-    import datetime
-
-    told = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    told = told_at_text()
     try:
         (state_dir / HOST_REMOVED_FILE).write_text(f"removed from Fairway by an admin; told at {told}\n")
     except OSError as exc:

@@ -197,12 +197,24 @@ than the join (docs/deploy.md §7): ``--uninstall`` reads it (ops48: it said the
 registered on the server", which had no such host); a link the server takes, or a new join, drops it."""
 
 
+def told_at_text() -> str:
+    """Now, as every message reads an instant (``fairway_common.instants.instant_text``, the
+    absolute form of text stored and read later: ``Dec 7 2026 18:17:52 UTC``): the TIME of the notes
+    ``--uninstall`` repeats (:data:`HOST_REMOVED_FILE`, :data:`HOST_UNKNOWN_FILE`; small49: it
+    said ``2026-12-07T18:17:52Z`` there)."""
+    import datetime
+
+    from fairway_common.instants import instant_text
+
+    return instant_text(datetime.datetime.now(datetime.UTC), absolute=True)
+
+
 def note_link_closed(state_dir: Path, code: int | None, reason: str) -> None:
     """Leave :data:`HOST_UNKNOWN_FILE` when the server closed the link refusing the token as
     unknown; nothing on any other close (a host whose token changed under it is still there). Best effort."""
     if code != CLOSE_UNAUTHORIZED or not reason.startswith(UNKNOWN_TOKEN_REASON):
         return
-    told = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    told = told_at_text()
     try:
         (state_dir / HOST_UNKNOWN_FILE).write_text(f"the server does not know this host's token; told at {told}\n")
     except OSError as exc:

@@ -166,6 +166,36 @@ def database_unreachable(exc: BaseException) -> str:
     return f"the database {database_address()} is unreachable ({type(cause).__name__}: {reason})"
 
 
+def redis_address() -> str:
+    """Where Redis is (``REDIS_URL``), without its credentials: ``host:port/db``, or a socket's path."""
+    from urllib.parse import urlsplit
+
+    url = urlsplit(settings.REDIS_URL or "")
+    if url.scheme == "unix":
+        return url.path
+    return f"{url.hostname or 'localhost'}:{url.port or 6379}/{url.path.lstrip('/') or '0'}"
+
+
+def is_redis_unreachable(exc: BaseException) -> bool:
+    """True for Redis (the broker, the markers, the channel layer) not to be reached: redis-py's
+    connection error or timeout, or dramatiq's connection error; never for any other failure."""
+    import dramatiq.errors
+    import redis.exceptions
+
+    return isinstance(
+        exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError | dramatiq.errors.BrokerConnectionError
+    )
+
+
+def redis_unreachable(exc: BaseException) -> str:
+    """The one wording of Redis not to be reached, for a log line: ``Redis 127.0.0.1:6379/0 is
+    unreachable (ConnectionError: Error 111 connecting to 127.0.0.1:6379. Connection refused.)``;
+    a request's Redis writes (``config.redis_trip``) and the clock's failed beat
+    (``scheduler.clock``) log it, as :func:`database_unreachable` for the database."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return f"Redis {redis_address()} is unreachable ({type(exc).__name__}: {reason})"
+
+
 def database_refusal(exc: BaseException) -> ServiceError | None:
     """The refusal of a database failure that is no bug: 503 ``database_unavailable`` (the
     connection lost, :func:`is_lost_connection`) or ``database_busy`` (none to be had,

@@ -113,13 +113,14 @@ class OneRedisTripMiddleware:
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             if answer is None:  # not the trip's: a middleware's own (never, Django answers those)
                 raise
+            from config.middleware import redis_unreachable
+
             logger.warning(
-                "%s %s answered %s, but Redis could not be reached for its writes (%s: %s): its tick"
-                " was not asked for; the clock asks again at its next beat",
+                "%s %s answered %s, but its Redis writes failed: %s: its tick was not asked for; the"
+                " clock asks again at its next beat",
                 request.method,
                 request.path,
                 answer.status_code,
-                type(exc).__name__,
-                exc,
+                redis_unreachable(exc),
             )
         return answer

@@ -198,6 +198,8 @@ ALLOWED_HOSTS = [
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 INSTALLED_APPS = [
+    # first: its `changepassword` (saying which API tokens the change ended) wins over django.contrib.auth's
+    "accounts",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -211,7 +213,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from the package (offline)
     "django_htmx",
-    "accounts",
     "budgets",
     "scheduler",
     # after scheduler: its `rundramatiq` (refused in production without Redis) wins over this app's

@@ -9,7 +9,7 @@ from config.api import NotFoundView
 from config.api_root import ApiRootView
 from scheduler import agent_install, cli_install, health
 from scheduler.prom import metrics_view
-from web.views import AdminLoginView
+from web.views import AdminLoginView, admin_password_change
 
 api_v1 = [
     path("", ApiRootView.as_view(), name="api-root"),
@@ -44,6 +44,9 @@ handler500 = "config.middleware.server_error"  # a database failure in a middlew
 urlpatterns = [
     # the admin's log-in page with the web's login throttles (auth47: its own had none)
     path("admin/login/", AdminLoginView.as_view(), name="admin-login"),
+    # the admin's own password change, saying which API tokens it ended (docs/deploy.md, "API
+    # tokens: a password change")
+    path("admin/password_change/", admin_password_change, name="admin-password-change"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

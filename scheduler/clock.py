@@ -19,12 +19,13 @@ from django.utils import timezone
 logger = logging.getLogger(__name__)
 
 RETRY_MAX_S = 30.0
-"""The longest wait between beats while the database cannot be reached (docs/deploy.md §4, "The
-clock without its database"): the waits double from the interval up to this, never below the interval."""
+"""The longest wait between beats while the database or Redis cannot be reached (docs/deploy.md §4,
+"The clock without its database"): the waits double from the interval up to this, never below the interval."""
 
 
 def retry_delay(interval: float, failures: int) -> float:
-    """Seconds before the next beat after ``failures`` (1, 2, ...) beats in a row found no database."""
+    """Seconds before the next beat after ``failures`` (1, 2, ...) beats in a row found no database
+    (or no Redis)."""
     return max(interval, min(interval * 2 ** (failures - 1), RETRY_MAX_S))
 
 
@@ -93,10 +94,17 @@ class Clock:
         return len(cluster_ids)
 
     def _run(self) -> None:
-        from config.middleware import database_unreachable, is_connection_shortage, is_lost_connection
+        from config.middleware import (
+            database_unreachable,
+            is_connection_shortage,
+            is_lost_connection,
+            is_redis_unreachable,
+            redis_unreachable,
+        )
 
         next_sweep = time.monotonic()
-        failures = 0  # beats in a row that found no database
+        failures = 0  # beats in a row that found no database, or no Redis
+        down = ""  # which: "the database", "Redis"
         while not self._stop.is_set():
             began = time.monotonic()
             wait = self.interval
@@ -107,17 +115,22 @@ class Clock:
                     next_sweep = began + self.sweep_interval
                 self.beat(sweep=sweep)
                 if failures:
-                    logger.info("the database is reachable again after %d failed beats", failures)
+                    logger.info("%s is reachable again after %d failed beats", down, failures)
                 failures = 0
             except Exception as exc:
-                if not (is_lost_connection(exc) or is_connection_shortage(exc)):
+                # one line, no traceback: nothing to fix here but the database (left49) or Redis,
+                # the broker (small49), in the web's words
+                if is_lost_connection(exc) or is_connection_shortage(exc):
+                    down, words = "the database", database_unreachable(exc)
+                elif is_redis_unreachable(exc):
+                    down, words = "Redis", redis_unreachable(exc)
+                else:
                     logger.exception("clock beat failed")
-                else:  # one line, no traceback: nothing to fix here but the database (left49)
+                    words = ""
+                if words:
                     failures += 1
                     wait = retry_delay(self.interval, failures)
-                    logger.warning(
-                        "clock beat failed: %s; the clock tries again in %gs", database_unreachable(exc), wait
-                    )
+                    logger.warning("clock beat failed: %s; the clock tries again in %gs", words, wait)
             finally:
                 connection.close()
             # a failed beat waits its whole delay (it may have waited the pool's timeout already)

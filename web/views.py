@@ -47,6 +47,7 @@ from accounts.services import (
     accessible_budget_ids,
     do_create_personal_token,
     do_revoke_token,
+    password_changed_words,
     submit_budget_paths,
 )
 from budgets.models import Budget
@@ -1471,6 +1472,18 @@ class LoginView(auth_views.LoginView):
         if not form.has_error(NON_FIELD_ERRORS, "invalid_login"):  # the password was not checked
             self.failures.give_back()
         return super().form_invalid(form)  # else the place taken is the failure
+
+
+def admin_password_change(request: HttpRequest) -> HttpResponse:
+    """The admin's own "Change password" page (``/admin/password_change/``, before
+    ``admin.site.urls``): the admin's, then what the change ended
+    (``accounts.services.password_changed_words``), shown on the page it leads to. Its form saves
+    ``request.user``, whose ``save`` ends the login tokens (``accounts.models.User.save``)."""
+    response = admin.site.admin_view(admin.site.password_change, cacheable=True)(request)
+    ended = getattr(request.user, "login_tokens_ended", None)
+    if ended is not None:
+        messages.info(request, password_changed_words(ended))
+    return response
 
 
 class AdminLoginView(LoginView):

@@ -63,7 +63,7 @@ def infeasible_shape(shapes: GpuShapes, model: str, gpus: int, *, cluster: str |
         )
     need = gpus // largest
     if need > have:
-        return "too_many_gpus", f"{gpus} GPUs needs {need} whole {largest}-GPU {model} hosts; {where} has {have}."
+        return "too_many_gpus", f"{gpus} GPUs need {need} whole {largest}-GPU {model} hosts; {where} has {have}."
     return None
 
 

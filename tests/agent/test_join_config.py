@@ -88,7 +88,7 @@ def test_a_new_join_forgets_the_removed_hosts_note(tmp_path: Path, monkeypatch: 
 
     state = tmp_path / "state"
     state.mkdir()
-    (state / HOST_REMOVED_FILE).write_text("removed from Fairway by an admin; told at 2026-12-06T23:10:00Z\n")
+    (state / HOST_REMOVED_FILE).write_text("removed from Fairway by an admin; told at Dec 6 2026 23:10:00 UTC\n")
     answer = {"websocket_url": "ws://s/agent/", "host_token": "fwh_new", "host": "n2", "cluster": "c"}
     monkeypatch.setattr(join_module, "post_join", lambda *args, **kwargs: answer)
 

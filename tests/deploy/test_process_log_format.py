@@ -102,6 +102,45 @@ def test_the_clock_says_in_one_line_that_it_could_not_reach_the_database_and_ret
     assert "INFO scheduler.clock: stopped" in said
 
 
+def test_the_clock_says_in_one_line_that_it_could_not_reach_redis_and_retries(tmp_path):
+    """small49: the clock against an unreachable Redis (the broker) printed redis-py's traceback at
+    each beat; now one WARNING line per failed beat in the web's words
+    (``config.middleware.redis_unreachable``), with the database's backoff."""
+    env = _env(tmp_path)
+    migrated = subprocess.run(  # noqa: S603 -- our own manage.py, fixed arguments
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    env.update(REDIS_URL="redis://:secret@127.0.0.1:8199/3")  # nothing listens there
+    lines = _run_until(["clock", "--interval", "0.2"], env, ready="the clock tries again in 0.4s")
+    said = "\n".join(lines)
+    assert "Traceback" not in said, said
+    assert "secret" not in said, said
+    failed = [line for line in lines if "scheduler.clock: clock beat failed" in line]
+    assert re.fullmatch(
+        r"\S+ \S+ WARNING scheduler\.clock: clock beat failed: Redis 127\.0\.0\.1:8199/3 is unreachable "
+        r"\(ConnectionError: .*8199.*\); the clock tries again in 0\.2s",
+        failed[0],
+    ), said
+    assert "INFO scheduler.clock: stopped" in said
+
+
+def test_redis_unreachable_names_the_address_without_credentials(settings):
+    import redis.exceptions
+
+    from config.middleware import is_redis_unreachable, redis_unreachable
+
+    settings.REDIS_URL = "redis://user:pw@redis.example.org:6380/2"
+    exc = redis.exceptions.ConnectionError("Error 111 connecting to redis.example.org:6380.\n Connection refused.")
+    assert is_redis_unreachable(exc) and not is_redis_unreachable(ValueError("x"))
+    assert redis_unreachable(exc) == (
+        "Redis redis.example.org:6380/2 is unreachable "
+        "(ConnectionError: Error 111 connecting to redis.example.org:6380. Connection refused.)"
+    )
+    settings.REDIS_URL = "unix:///run/redis/redis.sock?db=1"
+    assert redis_unreachable(exc).startswith("Redis /run/redis/redis.sock is unreachable")
+
+
 def test_the_clocks_retries_back_off_to_at_most_half_a_minute():
     from scheduler.clock import retry_delay
 

@@ -73,14 +73,16 @@ def test_uninstall_of_a_removed_host_says_it_was_removed_not_still_registered(tm
         (prefix / sub).mkdir(parents=True)
     (prefix / "etc" / "agent.yaml").write_text("host_name: gpu-9\n")
     (prefix / "state" / HOST_REMOVED_FILE).write_text(
-        "removed from Fairway by an admin; told at 2026-12-06T23:10:00Z\n"
+        "removed from Fairway by an admin; told at Dec 6 2026 23:10:00 UTC\n"
     )
 
     done = _bash_stdin(_served("/agent/install.sh"), "--uninstall", "--no-systemd", "--prefix", str(prefix))
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "still registered" not in done.stdout and "fairway hosts drain" not in done.stdout, done.stdout
-    assert "gpu-9 was removed from the server by an admin (its agent was told at 2026-12-06T23:10:00Z)" in done.stdout
+    assert (
+        "gpu-9 was removed from the server by an admin (its agent was told at Dec 6 2026 23:10:00 UTC)" in done.stdout
+    )
 
 
 def test_uninstall_of_a_host_the_server_does_not_know_says_so_not_still_registered(tmp_path: Path):
@@ -94,7 +96,7 @@ def test_uninstall_of_a_host_the_server_does_not_know_says_so_not_still_register
         (prefix / sub).mkdir(parents=True)
     (prefix / "etc" / "agent.yaml").write_text("host_name: gpu-5\n")
     (prefix / "state" / HOST_UNKNOWN_FILE).write_text(
-        "the server does not know this host's token; told at 2026-12-07T09:00:00Z\n"
+        "the server does not know this host's token; told at Dec 7 2026 09:00:00 UTC\n"
     )
 
     done = _bash_stdin(_served("/agent/install.sh"), "--uninstall", "--no-systemd", "--prefix", str(prefix))
@@ -102,8 +104,43 @@ def test_uninstall_of_a_host_the_server_does_not_know_says_so_not_still_register
     assert done.returncode == 0, done.stdout + done.stderr
     assert "still registered" not in done.stdout and "fairway hosts drain" not in done.stdout, done.stdout
     assert "the server does not know the host gpu-5" in done.stdout, done.stdout
-    assert "refused its token as unknown at 2026-12-07T09:00:00Z" in done.stdout, done.stdout
+    assert "refused its token as unknown at Dec 7 2026 09:00:00 UTC" in done.stdout, done.stdout
     assert "nothing to remove there" in done.stdout, done.stdout
+
+
+def test_uninstall_says_when_the_agent_was_told_as_every_message_reads_an_instant(tmp_path: Path):
+    """small49: the notes the agent leaves (its own writers) held ``2026-12-07T18:17:52Z``, which
+    --uninstall repeated, while every other message reads ``Dec 7 2026 18:17:52 UTC``
+    (``instant_text``, the absolute form of text stored and read later)."""
+    import re
+
+    from agent.__main__ import _note_host_removed
+    from agent.client import CLOSE_UNAUTHORIZED, note_link_closed
+    from agent.protocol import UNKNOWN_TOKEN_REASON
+
+    instant = r"[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d UTC"
+    for name, write, said in (
+        (
+            "gpu-9",
+            _note_host_removed,
+            rf"gpu-9 was removed from the server by an admin \(its agent was told at {instant}\)",
+        ),
+        (
+            "gpu-5",
+            lambda state: note_link_closed(state, CLOSE_UNAUTHORIZED, UNKNOWN_TOKEN_REASON),
+            rf"refused its token as unknown at {instant},",
+        ),
+    ):
+        prefix = tmp_path / name
+        for sub in ("venv/bin", "etc", "state", "run"):
+            (prefix / sub).mkdir(parents=True)
+        (prefix / "etc" / "agent.yaml").write_text(f"host_name: {name}\n")
+        write(prefix / "state")
+
+        done = _bash_stdin(_served("/agent/install.sh"), "--uninstall", "--no-systemd", "--prefix", str(prefix))
+
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert re.search(said, done.stdout), done.stdout
 
 
 def test_uninstall_without_purge_keeps_the_state_and_the_log(tmp_path: Path):

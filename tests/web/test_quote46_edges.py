@@ -48,7 +48,7 @@ def _three(user: Any, api_client_for: Any, monkeypatch: Any, **fields: str) -> t
     [
         ({"min_runtime": "8d"}, "The minimum runtime is at most 1d"),
         ({"gpu_count": "9"}, "9 GPUs is more than the largest A100 host (8) and not a multiple of it."),
-        ({"gpu_count": "24"}, "24 GPUs needs 3 whole 8-GPU A100 hosts; cluster default has 2."),
+        ({"gpu_count": "24"}, "24 GPUs need 3 whole 8-GPU A100 hosts; cluster default has 2."),
         ({"budget": "vision/sam"}, "You are not a member of budget vision/sam"),
     ],
 )
