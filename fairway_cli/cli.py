@@ -1420,10 +1420,10 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
     if args.rank:
         first["rank"] = args.rank
     try:
-        ws, _started = session.open_session(
+        ws, started = session.open_session(
             config.server, config.token, f"fairway-cli/{__version__}", {**first, "rows": rows, "cols": cols}
         )
-        return session.relay(ws, stdin_fd, sys.stdout.buffer, raw=True)
+        return session.relay(ws, stdin_fd, sys.stdout.buffer, raw=True, window=bool(started.get("window")))
     except session.SessionRefused as exc:
         raise _stream_refusal(exc, wid) from None
     except WebSocketError as exc:

@@ -210,15 +210,21 @@ def _sent(ws: WebSocket, frame: str | bytes, broke: Any) -> bool:
     return True
 
 
-def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
+def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool, window: bool = False) -> int:
     """Relay the session until it ends: ``stdin_fd`` → the command's terminal (raw mode when
     ``raw``: restored on every way out), its output → ``stdout``; resizes on ``SIGWINCH``. Returns
-    the command's exit code.
+    the command's exit code. ``window`` (the server's ``started`` said so, flow49): input at most
+    ``EXEC_TTY_WINDOW`` bytes (``EXEC_TTY_WINDOW_CHUNKS`` frames) ahead of the server's ``ack``s, as
+    :func:`relay_pipe`'s (stdin is not read meanwhile: a paste waits in the terminal).
 
     Raises:
         SessionRefused: the session ended without an exit code (the agent's connection ended, ...).
     """
+    from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS
+
     end = _End()
+    credit = threading.Condition()
+    unacked = [0, 0]  # bytes, frames
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
 
@@ -236,7 +242,12 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                     stdout.write(payload)
                     stdout.flush()
                 elif kind == OP_TEXT:
-                    _ended(end, json.loads(payload))
+                    frame = json.loads(payload)
+                    if frame.get("type") == "ack":
+                        acked(frame, credit, unacked)
+                        wake(b"a")
+                    else:
+                        _ended(end, frame)
                 elif kind == OP_CLOSE:
                     end.closed(payload)
                     return
@@ -244,6 +255,15 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
             broke(exc)
         finally:
             wake(b"x")
+
+    def room() -> int:
+        """Bytes that may be sent now (READ_BYTES at most)."""
+        if not window:
+            return READ_BYTES
+        with credit:
+            if unacked[1] >= EXEC_TTY_WINDOW_CHUNKS:
+                return 0
+            return max(0, min(READ_BYTES, EXEC_TTY_WINDOW - unacked[0]))
 
     saved = termios.tcgetattr(stdin_fd) if raw else None
     old_winch = signal.signal(signal.SIGWINCH, lambda *_: wake(b"w")) if raw else None
@@ -256,7 +276,8 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
         reader.start()
         stdin_open = True
         while True:
-            ready, _, _ = select.select([wake_r, stdin_fd] if stdin_open else [wake_r], [], [])
+            size = room() if stdin_open else 0
+            ready, _, _ = select.select([wake_r, stdin_fd] if size else [wake_r], [], [])
             if wake_r in ready:
                 woke = os.read(wake_r, 64)
                 if b"x" in woke:
@@ -266,10 +287,14 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool) -> int:
                     frame: str | bytes = json.dumps({"type": "resize", "rows": rows, "cols": cols})
                     if not _sent(ws, frame, broke):
                         break
-            if stdin_open and stdin_fd in ready:
-                data = os.read(stdin_fd, READ_BYTES)
+            if size and stdin_fd in ready:
+                data = os.read(stdin_fd, size)
                 if not data:  # stdin ended (not a terminal): the command's terminal gets an end of file
                     stdin_open, data = False, b"\x04"
+                if window:
+                    with credit:
+                        unacked[0] += len(data)
+                        unacked[1] += 1
                 if not _sent(ws, data, broke):
                     break
     finally:

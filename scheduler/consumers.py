@@ -1066,6 +1066,7 @@ class AgentConsumer(LayerReadConsumer):
                 ref=int(event["ref"]), stream="stdin", data=str(event["data"]), eof=bool(event["eof"])
             )
             await self.send_msg(msg)
+            await self._relayed(event)
 
     async def port_open(self, event: dict[str, Any]) -> None:
         """Group event ``port.open`` (scheduler.port_forward): ask the agent to connect to a port in
@@ -1098,17 +1099,33 @@ class AgentConsumer(LayerReadConsumer):
         self.seq += 1
         ref = self.seq
         self.tty_sessions[ref] = reader
-        await self.channel_layer.send(reader, {"type": "exec.tty.opened", "agent": self.channel_name, "ref": ref})
+        opened = {"type": "exec.tty.opened", "agent": self.channel_name, "ref": ref, "acks_relayed": True}
+        await self.channel_layer.send(reader, opened)
         await self.send_msg(msg, seq=ref)
 
     async def exec_tty_input(self, event: dict[str, Any]) -> None:
         if int(event["ref"]) in self.tty_sessions:
             await self.send_msg(protocol.ExecInput(ref=int(event["ref"]), data=str(event["data"])))
+            await self._relayed(event)
+
+    async def _relayed(self, event: dict[str, Any]) -> None:
+        """A terminal's input sent on to the agent (``relay_ack``: its bytes; flow49) is acknowledged
+        to its reader, whose window moves on: so at most a window of each session's input waits in
+        this connection's channel, whose buffer drops the oldest messages past its capacity (the
+        host's pushes among them). A piped session's is acknowledged by the agent once written. A
+        resize's (``resized``) lets the session send the next one."""
+        if "relay_ack" in event and (reader := self.tty_sessions.get(int(event["ref"]))) is not None:
+            if event["type"] == "exec.tty.resize":
+                ack: dict[str, Any] = {"type": "port.ack", "bytes": 0, "chunks": 0, "resized": True}
+            else:
+                ack = {"type": "port.ack", "bytes": int(event["relay_ack"]), "chunks": 1}
+            await self._to_reader(int(event["ref"]), reader, ack)
 
     async def exec_tty_resize(self, event: dict[str, Any]) -> None:
         if int(event["ref"]) in self.tty_sessions:
             msg = protocol.ExecResize(ref=int(event["ref"]), rows=int(event["rows"]), cols=int(event["cols"]))
             await self.send_msg(msg)
+            await self._relayed(event)
 
     async def exec_tty_ack(self, event: dict[str, Any]) -> None:
         if int(event["ref"]) in self.tty_sessions:

@@ -29,7 +29,12 @@ cancelled read could lose the session's close on its way to the agent's connecti
 Flow control: the agent sends at most ``EXEC_TTY_WINDOW`` bytes (and ``EXEC_TTY_WINDOW_CHUNKS``
 messages) of output ahead of the acknowledgements this connection sends once each is written to
 the reader's socket (uvicorn's send waits while the socket's buffer is full), so a reader that does
-not read holds that much, never more. The reader leaving closes the session (the agent hangs its
+not read holds that much, never more. Input is held to the same window, piped (acknowledged by the
+agent once the command took it) and on a terminal (flow49: acknowledged by the agent's connection
+once relayed to the agent, where it says so at the open; the reader's ``started`` then says
+``"window": true``): a flood of a terminal's input filled the agent connection's channel-layer
+buffer, where channels-redis drops the oldest messages past its capacity, that host's other pushes
+among them. The reader leaving closes the session (the agent hangs its
 terminal up and kills its process tree); the attempt ending, the agent's connection ending and
 ``FAIRWAY_EXEC_IDLE_TIMEOUT`` seconds with nothing in or out end it too, as does its token's end (a
 logout, the user's deactivation; checked every :data:`TOKEN_RECHECK_S`).
@@ -435,9 +440,18 @@ class AttemptStreamConsumer(LayerReadConsumer):
 
     async def _started(self) -> None:
         assert self.target is not None  # noqa: S101 -- asked for by _open
-        started = {"type": "started", "attempt": self.target.number, "host": self.target.host_name}
+        started = {
+            "type": "started",
+            "attempt": self.target.number,
+            "host": self.target.host_name,
+            **self.started_more(),
+        }
         if await self._to_reader(text_data=json.dumps(started)):
             self.recheck = asyncio.get_running_loop().create_task(self._recheck_token())
+
+    def started_more(self) -> dict[str, Any]:
+        """What else the reader's ``started`` frame says."""
+        return {}
 
     async def _to_reader(self, text_data: str | None = None, bytes_data: bytes | None = None) -> bool:
         """Send a frame to the reader (waiting while its socket's buffer is full); one whose socket
@@ -493,8 +507,13 @@ class ExecSessionConsumer(AttemptStreamConsumer):
         self.binary = True  # exec_pipe; False: an older agent's exec_tty (text)
         self.opening_again = False  # opened again as exec_tty (an agent older than exec_pipe)
         self.tty = True
-        self.unacked = 0  # bytes of input sent to the agent, not yet written to a pipe there
+        self.unacked = 0  # bytes of input sent to the agent, not yet acknowledged (piped: written there)
         self.unacked_chunks = 0
+        # flow49: the agent's connection acknowledges a terminal's input once relayed to the agent
+        # (it says so at the open): the window then holds a terminal's input too
+        self.acks_relayed = False
+        self.resizing = False  # a resize on its way to the agent, not yet acknowledged (acks_relayed)
+        self.next_size: tuple[int, int] | None = None  # the latest one asked for meanwhile
         await super().connect()
 
     async def check(self, data: Any) -> execs.TtyTarget:
@@ -515,6 +534,21 @@ class ExecSessionConsumer(AttemptStreamConsumer):
 
     def started_at_open(self) -> bool:
         return not self.binary
+
+    def windowed(self) -> bool:
+        """Whether the reader's input is held to the window: piped always (the agent acknowledges
+        what the command took); on a terminal where the agent's connection acknowledges what it
+        relayed (flow49: without a window a paste filled that connection's channel-layer buffer,
+        where channels-redis drops the oldest messages past its capacity, the host's other pushes
+        among them)."""
+        return not self.tty or self.acks_relayed
+
+    def started_more(self) -> dict[str, Any]:
+        return {"window": True} if self.tty and self.acks_relayed else {}
+
+    async def exec_tty_opened(self, event: dict[str, Any]) -> None:
+        self.acks_relayed = bool(event.get("acks_relayed"))
+        await super().exec_tty_opened(event)
 
     def done_frame(self, event: dict[str, Any]) -> dict[str, Any]:
         return {"type": "exit", "exit_code": int(event["exit_code"]), "timed_out": bool(event.get("timed_out"))}
@@ -550,8 +584,12 @@ class ExecSessionConsumer(AttemptStreamConsumer):
                 return
             if not self.binary:
                 text = self.decoder.decode(bytes_data)
-                for at in range(0, len(text), EXEC_CHUNK_BYTES):
-                    await self._to_agent({"type": "exec.tty.input", "data": text[at : at + EXEC_CHUNK_BYTES]})
+                pieces = [text[at : at + EXEC_CHUNK_BYTES] for at in range(0, len(text), EXEC_CHUNK_BYTES)]
+                sizes = [len(piece.encode()) for piece in pieces]
+                if not await self._take_window(sizes):
+                    return
+                for piece, size in zip(pieces, sizes, strict=True):
+                    await self._to_agent({"type": "exec.tty.input", "data": piece, **self._relay_ack(size)})
                 return
             await self._input(bytes_data, eof=False)
             return
@@ -567,26 +605,52 @@ class ExecSessionConsumer(AttemptStreamConsumer):
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError):  # brk61: rows Infinity
             return  # not one we know: ignored, as a terminal ignores an unknown escape
         if 1 <= rows <= 4096 and 1 <= cols <= 4096:
+            await self._resize(rows, cols)
+
+    async def _resize(self, rows: int, cols: int) -> None:
+        """A resize to the agent; where the agent's connection acknowledges what it relayed, one at a
+        time, the latest asked for meanwhile sent once the one before was (flow49: a flood of resizes
+        held no more of the host's channel than one)."""
+        if not self.acks_relayed:
             await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols})
+        elif self.resizing:
+            self.next_size = (rows, cols)
+        else:
+            self.resizing = True
+            await self._to_agent({"type": "exec.tty.resize", "rows": rows, "cols": cols, "relay_ack": 0})
 
     async def _input(self, data: bytes, eof: bool) -> None:
         """Input bytes (or the end of it) to the agent, in ``exec_data``-sized pieces; piped, at
         most ``EXEC_TTY_WINDOW`` bytes (``EXEC_TTY_WINDOW_CHUNKS`` pieces) ahead of the agent's
         acknowledgements of what the command took (a client past it is ended, as a forward's)."""
         pieces = [data[at : at + EXEC_CHUNK_BYTES] for at in range(0, len(data), EXEC_CHUNK_BYTES)]
-        if not self.tty:
-            if self.unacked + len(data) > EXEC_TTY_WINDOW or self.unacked_chunks + len(pieces) > EXEC_TTY_WINDOW_CHUNKS:
-                message = (
-                    f"More than {EXEC_TTY_WINDOW} bytes (or {EXEC_TTY_WINDOW_CHUNKS} frames) sent ahead of the acks."
-                )
-                await self._end_with("input_overflow", message, 409)
-                return
-            self.unacked += len(data)
-            self.unacked_chunks += len(pieces)
+        if not await self._take_window([len(piece) for piece in pieces]):
+            return
         for piece in pieces:
-            await self._to_agent({"type": "exec.data", "data": base64.b64encode(piece).decode(), "eof": False})
+            event = {"type": "exec.data", "data": base64.b64encode(piece).decode(), "eof": False}
+            await self._to_agent({**event, **self._relay_ack(len(piece))})
         if eof:
             await self._to_agent({"type": "exec.data", "data": "", "eof": True})
+
+    async def _take_window(self, sizes: list[int]) -> bool:
+        """Count input pieces of ``sizes`` bytes in the window (:meth:`windowed`); a reader past it
+        (``EXEC_TTY_WINDOW`` bytes or ``EXEC_TTY_WINDOW_CHUNKS`` pieces ahead of the acks) is ended
+        ``input_overflow`` (False)."""
+        if not self.windowed():
+            return True
+        size = sum(sizes)
+        if self.unacked + size > EXEC_TTY_WINDOW or self.unacked_chunks + len(sizes) > EXEC_TTY_WINDOW_CHUNKS:
+            message = f"More than {EXEC_TTY_WINDOW} bytes (or {EXEC_TTY_WINDOW_CHUNKS} frames) sent ahead of the acks."
+            await self._end_with("input_overflow", message, 409)
+            return False
+        self.unacked += size
+        self.unacked_chunks += len(sizes)
+        return True
+
+    def _relay_ack(self, size: int) -> dict[str, Any]:
+        """On a terminal with a window, the agent's connection is asked to acknowledge the piece
+        (``size`` bytes) once relayed (``relay_ack``); piped, the agent acknowledges it once written."""
+        return {"relay_ack": size} if self.tty and self.acks_relayed else {}
 
     async def exec_tty_output(self, event: dict[str, Any]) -> None:
         if self.ended:
@@ -612,8 +676,14 @@ class ExecSessionConsumer(AttemptStreamConsumer):
         await self._to_agent({"type": "exec.tty.ack", "bytes": len(data), "chunks": 1})
 
     async def port_ack(self, event: dict[str, Any]) -> None:
-        """The agent wrote that much input to the command's stdin: piped, the reader may send more."""
-        if self.ended or self.tty:
+        """The agent wrote that much input to the command's stdin (piped), or the agent's connection
+        relayed it to the agent (a terminal's, flow49): the reader may send more."""
+        if self.ended or not self.windowed():
+            return
+        if event.get("resized"):  # a resize relayed: the next one may go
+            self.resizing, size, self.next_size = False, self.next_size, None
+            if size is not None:
+                await self._resize(*size)
             return
         done, chunks = int(event["bytes"]), int(event["chunks"])
         self.unacked, self.unacked_chunks = max(0, self.unacked - done), max(0, self.unacked_chunks - chunks)

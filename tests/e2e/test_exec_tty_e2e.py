@@ -76,7 +76,9 @@ def read_until(ws: WebSocket, pattern: str, timeout: float = 15) -> tuple[str, d
             if pattern and re.search(pattern, out.decode(errors="replace")):
                 return out.decode(errors="replace"), None
         elif kind == OP_TEXT:
-            return out.decode(errors="replace"), json.loads(payload)
+            frame = json.loads(payload)
+            if frame.get("type") != "ack":  # input relayed to the agent (flow49: a terminal's window)
+                return out.decode(errors="replace"), frame
         elif kind == OP_CLOSE:
             break
     return out.decode(errors="replace"), None
@@ -110,7 +112,7 @@ def test_an_interactive_session_runs_in_the_attempts_containment(stack: Any) -> 
 
     # When rita opens a shell on a terminal in her running workload
     ws, started = session(stack, pk, ["sh"])
-    assert started == {"type": "started", "attempt": 1, "host": "h1"}, started
+    assert started == {"type": "started", "attempt": 1, "host": "h1", "window": True}, started  # flow49
     # a keystroke's echo, end to end (the terminal's echo: through the agent and back)
     took = []
     for ch in "echo":

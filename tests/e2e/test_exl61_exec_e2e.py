@@ -107,7 +107,7 @@ def test_a_gang_members_host_by_rank_on_two_real_agents(stack: Any, tmp_path: An
         assert (status, got.get("code")) == (400, "invalid_rank"), got
 
         ws, started = session(stack, pk, ["sh"], rank=1)
-        assert started == {"type": "started", "attempt": 1, "host": "h2"}, started
+        assert started == {"type": "started", "attempt": 1, "host": "h2", "window": True}, started  # flow49
         ws.send_binary(b"echo rank=$NODE_RANK; exit 5\n")
         out, end = read_until(ws, "")
         assert end == {"type": "exit", "exit_code": 5, "timed_out": False} and "rank=1" in out, (out, end)
