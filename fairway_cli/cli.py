@@ -47,6 +47,7 @@ from fairway_cli.numbers import (
     instant_text,
     means_none,
     percent_text,
+    sample_age_text,
 )
 from fairway_cli.waiting import (
     BACKOFF,
@@ -2776,9 +2777,10 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
             ("UTIL", lambda g: sample(g, "utilization_pct", "%")),
             ("MEM-USED", lambda g: sample(g, "memory_used_mb", " MiB")),
             ("TEMP", lambda g: sample(g, "temperature_c", " °C")),
+            ("SAMPLED", lambda g: sample_age_text(g.get("sampled_at"))),
         ],
         out,
-        right={"GPU", "UTIL", "MEM-USED", "TEMP"},
+        right={"GPU", "UTIL", "MEM-USED", "TEMP", "SAMPLED"},
     )
     for g in host.get("gpus") or []:
         if g.get("report_text"):  # no sample: the server's words for why (scheduler.gpu_report)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -61,6 +61,7 @@ __all__ = [
     "instant_text",
     "parse_duration_s",
     "percent_text",
+    "sample_age_text",
     "second_up",
     "seconds_between",
 ]
@@ -86,6 +87,17 @@ def duration_text(seconds: Any, sep: str = "") -> str:
     if not shown:  # under a minute's seconds dropped from a day on: cannot happen (a day is shown)
         return "0"
     return sep.join(f"{value}{unit}" for value, unit in units[shown[0] : shown[-1] + 1])
+
+
+def sample_age_text(sampled_at: datetime | str | None, now: datetime | None = None) -> str:
+    """How old a GPU's sample is (the API's ``sampled_at``), as ``fairway hosts NAME`` and the
+    clusters page say it: ``12s ago``; ``-`` without one. The server stores one sample every few
+    heartbeats, so a GPU freed since still reads its workload's load for up to that long (util49)."""
+    if not sampled_at:
+        return "-"
+    at = datetime.fromisoformat(sampled_at) if isinstance(sampled_at, str) else sampled_at
+    age = seconds_between(at, now or datetime.now(UTC))
+    return f"{duration_text(age) if age else '0s'} ago"
 
 
 def seconds_between(start: datetime, end: datetime) -> int:

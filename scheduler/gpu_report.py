@@ -9,6 +9,11 @@ emptied, so no reader takes the old numbers for current ones: the pyramid's stan
 the workload page's) and every surface says "missing from the agent's last report since …". The
 instant is the first hello that left it out (``pending_inventory["missing"]``: UUID → ISO instant,
 kept across later hellos while it stays missing); a hold written before it was kept has none.
+
+A stored sample carries the instant the server received it (``SAMPLED_AT``, :func:`stamped`): the
+server stores one every few heartbeats (``gateway.sample_interval``), so a GPU freed since reads
+its workload's last load until the next one (util49); every surface says the sample's age
+(:func:`sampled_at`) rather than showing it as current.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from fairway_cli.numbers import instant_text
+
+SAMPLED_AT = "at"
+"""The key of a stored sample (``GPU.last_sample``) holding when the server received it (ISO 8601)."""
 
 MISSING = "missing"
 """The key of ``Host.pending_inventory`` mapping each registered GPU's UUID that the agent left out
@@ -77,3 +85,15 @@ def missing_on_hold(registered_uuids: list[str], reported: set[str], before: Any
     the hold ``before`` (the host's previous ``pending_inventory``) gave it, else ``now``."""
     earlier = missing_map(before) or {}
     return {uuid: (earlier.get(uuid) or now).isoformat() for uuid in sorted(registered_uuids) if uuid not in reported}
+
+
+def stamped(sample: Mapping[str, Any], at: datetime) -> dict[str, Any]:
+    """``sample`` as stored: with the instant ``at`` the server received it (:data:`SAMPLED_AT`)."""
+    return {**sample, SAMPLED_AT: at.isoformat()}
+
+
+def sampled_at(sample: Any) -> datetime | None:
+    """When a stored sample (``GPU.last_sample``) was received; None without one (or one stored
+    before samples carried their instant)."""
+    at = sample.get(SAMPLED_AT) if isinstance(sample, Mapping) else None
+    return parse_datetime(at) if isinstance(at, str) else None

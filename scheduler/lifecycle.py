@@ -26,7 +26,7 @@ from django.utils import timezone
 from agent.protocol import FATAL_XIDS
 from fairway_cli.numbers import duration_text
 from scheduler import histograms, metrics, notify
-from scheduler.gpu_report import MISSING, missing_on_hold
+from scheduler.gpu_report import MISSING, missing_on_hold, stamped
 from scheduler.gpu_text import gpu_text_problem
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
 from scheduler.stop_rules import MAX_START_FAILURES, REQUEUE_REASONS
@@ -884,7 +884,7 @@ def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime 
                 gpu.health = health
             fatal.extend((gpu.index, x) for x in s.xids if x in FATAL_XIDS)
             if s.sample is not None:
-                gpu.last_sample = dict(s.sample)
+                gpu.last_sample = stamped(s.sample, now)
                 minute_rows.append((gpu.pk, health, gpu.last_sample))
             changed.append(gpu)
         if changed:  # docs/locking.md: GPU rows in id order (one statement), then the UPDATE
@@ -1004,7 +1004,12 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
         for hid, report in plain.items():
             for s in report.samples if report.store_samples else ():
                 if s.index in gpus[hid] and s.sample is not None:
-                    rows[gpus[hid][s.index][0]] = (hid, _health(s.health), dict(s.sample), report.received_at)
+                    rows[gpus[hid][s.index][0]] = (
+                        hid,
+                        _health(s.health),
+                        stamped(s.sample, report.received_at),
+                        report.received_at,
+                    )
         touched = _touch_hosts_and_store_samples({hid: r.received_at for hid, r in plain.items()}, rows)
         for hid, report in plain.items():
             if hid not in touched:  # offline (or gone) since: the per-host path brings it back

@@ -57,6 +57,7 @@ from config.api import no_such
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
+from fairway_cli.numbers import sample_age_text
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
@@ -83,7 +84,7 @@ from scheduler.api.pyramid import pyramid_params
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.efficiency import workload_efficiency
-from scheduler.gpu_report import unreported_in
+from scheduler.gpu_report import sampled_at, unreported_in
 from scheduler.idle import idle_attempts, idle_of_workloads
 from scheduler.lifecycle import DrainingHost, SilentHost, draining_hosts, silent_hosts
 from scheduler.models import (
@@ -1172,11 +1173,14 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
 
 def _util_text(sample: Any) -> str:
     """A GPU's latest utilization for its tile's tooltip: ``42.0% util``, ``util not measured``
-    when its sample holds none (NVML could not read it: a MIG-mode GPU, nvml56), "" without a sample."""
+    when its sample holds none (NVML could not read it: a MIG-mode GPU, nvml56), "" without a sample;
+    then the sample's age, ``sampled 12s ago`` (util49: one is stored every few heartbeats)."""
     if not isinstance(sample, dict) or not sample:
         return ""
     value = sample.get("utilization_pct")
-    return f"util {NOT_MEASURED}" if value is None else f"{value}% util"
+    util = f"util {NOT_MEASURED}" if value is None else f"{value}% util"
+    at = sampled_at(sample)
+    return f"{util}, sampled {sample_age_text(at)}" if at else util
 
 
 @login_required

@@ -21,7 +21,7 @@ from fairway_cli.numbers import instant_text
 from fairway_cli.words import host_reason_words
 from scheduler import lifecycle
 from scheduler.api.params import cluster_only_params, cluster_param, host_state_param, refuse_unknown
-from scheduler.gpu_report import unreported
+from scheduler.gpu_report import sampled_at, unreported
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent
 from scheduler.reports import occupancy
 from scheduler.services import (
@@ -43,11 +43,14 @@ from scheduler.services import (
 class GpuSerializer(serializers.ModelSerializer):
     """One GPU with its latest sample and the workload holding it (``null``: free). A GPU missing
     from its agent's last report (an inventory held for approval) has no sample: ``reported``
-    false, ``missing_since`` and ``report_text`` say since when (``scheduler.gpu_report``)."""
+    false, ``missing_since`` and ``report_text`` say since when (``scheduler.gpu_report``).
+    ``sampled_at``: when the server received the sample the numbers are from (``null``: none),
+    one sample period old at most while its agent reports (util49)."""
 
     reported = serializers.SerializerMethodField()
     missing_since = serializers.SerializerMethodField()
     report_text = serializers.SerializerMethodField()
+    sampled_at = serializers.SerializerMethodField()
     utilization_pct = serializers.SerializerMethodField()
     memory_used_mb = serializers.SerializerMethodField()
     temperature_c = serializers.SerializerMethodField()
@@ -65,6 +68,7 @@ class GpuSerializer(serializers.ModelSerializer):
             "reported",
             "missing_since",
             "report_text",
+            "sampled_at",
             "utilization_pct",
             "memory_used_mb",
             "temperature_c",
@@ -86,6 +90,11 @@ class GpuSerializer(serializers.ModelSerializer):
     def get_report_text(self, obj: GPU) -> str | None:
         gap = unreported(obj)
         return gap.text if gap else None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_sampled_at(self, obj: GPU) -> str | None:
+        at = None if unreported(obj) is not None else sampled_at(obj.last_sample)
+        return serializers.DateTimeField().to_representation(at) if at else None
 
     def _sample(self, obj: GPU, key: str) -> float | None:
         if unreported(obj) is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from scheduler import lifecycle
+from scheduler.gpu_report import stamped
 from scheduler.models import GPU, Host
 
 
@@ -32,10 +33,11 @@ def test_a_fault_reported_while_the_inventory_is_held_marks_the_card_that_has_it
     _held_without_gpu_1(host)
     fault = lifecycle.GpuSample(index=2, health="unhealthy", sample={"utilization_pct": 0.0})
 
-    lifecycle.record_heartbeat(Host.objects.get(pk=host.pk), [fault], now=timezone.now())
+    now = timezone.now()
+    lifecycle.record_heartbeat(Host.objects.get(pk=host.pk), [fault], now=now)
 
     assert _health(host) == {0: "healthy", 1: "healthy", 2: "healthy", 3: "unhealthy"}
-    assert GPU.objects.get(host=host, index=3).last_sample == {"utilization_pct": 0.0}
+    assert GPU.objects.get(host=host, index=3).last_sample == stamped({"utilization_pct": 0.0}, now)
 
 
 def test_the_batched_heartbeats_of_a_held_host_are_mapped_too(hosts) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from agent import protocol
 from scheduler import gateway, lifecycle, tasks
+from scheduler.gpu_report import stamped
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
 
 
@@ -171,7 +172,7 @@ def test_heartbeat_records_health_and_a_fatal_xid_drains_the_host(
     host.refresh_from_db()
     assert host.state == Host.State.DRAINING and host.last_heartbeat == tw.now + timedelta(seconds=3)
     assert list(GPU.objects.order_by("index").values_list("health", flat=True)) == ["healthy", "unhealthy"]
-    assert GPU.objects.get(index=0).last_sample == {"utilization_pct": 50.0}
+    assert GPU.objects.get(index=0).last_sample == stamped({"utilization_pct": 50.0}, tw.now + timedelta(seconds=3))
     assert set(HostEvent.objects.values_list("kind", flat=True)) == {"gpu_health", "draining"}
     assert ticks == [tw.cluster.pk]
 
