@@ -54,6 +54,15 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
+from fairway_common.limits import (  # noqa: F401 -- the protocol's bounds, also read by the CLI: re-exported
+    EXEC_CHUNK_BYTES,
+    EXEC_MAX_TIMEOUT_S,
+    EXEC_TTY_WINDOW,
+    EXEC_TTY_WINDOW_CHUNKS,
+    PORT_CHUNK_BYTES,
+    STREAM_RETRY_AFTER_KEY,
+)
+
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 256 * 1024
 CLOSE_HOST_REMOVED = 4410
@@ -448,8 +457,6 @@ class Logs(Message):
     tail_bytes: Annotated[int, Range(0, 16 * 1024 * 1024)]
 
 
-EXEC_MAX_TIMEOUT_S = 600
-"""Longest ``exec.timeout_s``, seconds (the API's bound too)."""
 EXEC_MAX_OUTPUT = 1 << 20
 """Most bytes of each stream (stdout, stderr) one ``exec`` sends back; past it ``truncated``."""
 
@@ -460,11 +467,6 @@ def one_persons_share(slots: int) -> int:
     process's slots (``scheduler.execs.exec_slots_per_user``, brk59) and the agent's
     (``agent.client.MAX_EXECS`` per owner, left60)."""
     return max(1, slots // 2)
-
-
-EXEC_CHUNK_BYTES = 32 * 1024
-"""Most bytes of output in one ``exec_output``: escaped as ``\\u0001`` each is 6 characters, far
-below :data:`MAX_MESSAGE_BYTES`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,12 +521,6 @@ class ExecResult(Message):
     message: Text = ""
 
 
-EXEC_TTY_WINDOW = 256 * 1024
-"""Most bytes of an interactive session's output (``exec_tty``) the agent sends before the server
-acknowledges them (``exec_ack``): a reader that does not read holds at most this much anywhere."""
-EXEC_TTY_WINDOW_CHUNKS = 32
-"""Most ``exec_output`` messages of one session not yet acknowledged (the server's channel layer
-holds 100 messages a channel: many small chunks must not fill it)."""
 EXEC_TTY_MAX_IDLE_S = 7 * 24 * 3600
 """Longest ``exec_tty.idle_s``, seconds."""
 TtySize = Annotated[int, Range(1, 4096)]
@@ -587,15 +583,8 @@ class ExecClose(Message):
     ref: Seq
 
 
-PORT_CHUNK_BYTES = EXEC_CHUNK_BYTES
-"""Most bytes of a forwarded TCP stream in one ``port_data`` (and one websocket frame of ``fairway
-port-forward``)."""
 PORT_DATA_CHARS = 4 * ((PORT_CHUNK_BYTES + 2) // 3)
 """Longest ``port_data.data``: :data:`PORT_CHUNK_BYTES` bytes in base64."""
-STREAM_RETRY_AFTER_KEY = "retry_after"
-"""The key of the close reason ``{"retry_after": N}`` of a refusal of ``/ws/exec/`` or
-``/ws/port-forward/`` whose API answer has ``Retry-After: N`` (``scheduler.exec_session`` writes it,
-``fairway_cli.session`` reads it; ws47)."""
 Port = Annotated[int, Range(1, 65535)]
 
 

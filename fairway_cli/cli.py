@@ -36,7 +36,6 @@ from urllib.parse import urlsplit
 
 import requests
 
-from agent.protocol import EXEC_MAX_TIMEOUT_S
 from fairway_cli import __version__, waiting
 from fairway_cli.args import duration_s, positive_number, whole_number
 from fairway_cli.numbers import (
@@ -104,6 +103,7 @@ from fairway_cli.words import (
     utilization_cells,
     why_waits_text,
 )
+from fairway_common.limits import EXEC_MAX_TIMEOUT_S
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 NOT_LOGGED_IN_TEXT = "not logged in, or the token was revoked: run `fairway login`"

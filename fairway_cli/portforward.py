@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
 from fairway_cli import session
 from fairway_cli.words import TRY_LATER_STATUSES, retry_after_s, try_later_text
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
+from fairway_common.limits import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
 
 PATH = "/ws/port-forward/"
 POLL_S = 2.0

@@ -19,9 +19,9 @@ import tty
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from agent.protocol import STREAM_RETRY_AFTER_KEY
 from fairway_cli.words import COMMAND_TOO_LONG, TRY_LATER_STATUSES, retry_after_s
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket, WebSocketError
+from fairway_common.limits import STREAM_RETRY_AFTER_KEY
 
 READ_BYTES = 4096
 """Most input sent in one frame."""
@@ -220,7 +220,7 @@ def relay(ws: WebSocket, stdin_fd: int, stdout: BinaryIO, raw: bool, window: boo
     Raises:
         SessionRefused: the session ended without an exit code (the agent's connection ended, ...).
     """
-    from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS
+    from fairway_common.limits import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS
 
     end = _End()
     credit = threading.Condition()
@@ -325,7 +325,7 @@ def relay_pipe(ws: WebSocket, stdin: BinaryIO, stdout: BinaryIO, stderr: BinaryI
     Raises:
         SessionRefused: the session ended without an exit code.
     """
-    from agent.protocol import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
+    from fairway_common.limits import EXEC_TTY_WINDOW, EXEC_TTY_WINDOW_CHUNKS, PORT_CHUNK_BYTES
 
     end = _End()
     credit = threading.Condition()

@@ -78,8 +78,8 @@ def test_a_group_update_leaves_a_member_that_started_after_the_check_as_it_is(
     checked_update = services._checked_update
     checked: list[int] = []
 
-    def then_a_tick(current, changes, tree):  # the tick starts both once both are checked
-        answer = checked_update(current, changes, tree)
+    def then_a_tick(current, changes, tree, actor=None):  # the tick starts both once both are checked
+        answer = checked_update(current, changes, tree, actor)
         checked.append(current.pk)
         if len(checked) == 2:
             run_tick(current.cluster_id)

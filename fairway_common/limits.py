@@ -1,0 +1,23 @@
+"""The exec and port-forward wire's bounds that the server, the agent and the CLI all read (each
+ships this package; the CLI's served wheel ships no ``agent``: ``agent.protocol`` re-exports them)."""
+
+from __future__ import annotations
+
+EXEC_MAX_TIMEOUT_S = 600
+"""Longest ``exec.timeout_s``, seconds: the agent's protocol, the API and ``fairway exec --timeout``."""
+EXEC_CHUNK_BYTES = 32 * 1024
+"""Most bytes of output in one ``exec_output``: escaped as ``\\u0001`` each is 6 characters, far
+below ``agent.protocol.MAX_MESSAGE_BYTES``."""
+EXEC_TTY_WINDOW = 256 * 1024
+"""Most bytes of an interactive session's output (``exec_tty``) the agent sends before the server
+acknowledges them (``exec_ack``): a reader that does not read holds at most this much anywhere."""
+EXEC_TTY_WINDOW_CHUNKS = 32
+"""Most ``exec_output`` messages of one session not yet acknowledged (the server's channel layer
+holds 100 messages a channel: many small chunks must not fill it)."""
+PORT_CHUNK_BYTES = EXEC_CHUNK_BYTES
+"""Most bytes of a forwarded TCP stream in one ``port_data`` (and one websocket frame of ``fairway
+port-forward``)."""
+STREAM_RETRY_AFTER_KEY = "retry_after"
+"""The key of the close reason ``{"retry_after": N}`` of a refusal of ``/ws/exec/`` or
+``/ws/port-forward/`` whose API answer has ``Retry-After: N`` (``scheduler.exec_session`` writes it,
+``fairway_cli.session`` reads it; ws47)."""
