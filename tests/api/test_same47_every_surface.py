@@ -36,7 +36,7 @@ from rest_framework.test import APIClient
 from budgets.models import Budget, UsageEntry
 from budgets.services import do_set_hold, do_set_shares, load_tree
 from fairway_cli.numbers import gpu_hours_text, gpu_time_text, percent_text
-from fairway_cli.words import efficiency_lines
+from fairway_cli.words import efficiency_lines, occupancy_parts_text
 from scheduler.models import GPU, Attempt, AttemptGPU, GpuMinuteSample, Workload
 from scheduler.reports import budget_standings
 from scheduler.services import do_submit_workload
@@ -363,8 +363,7 @@ def test_the_pyramid_is_one_on_every_surface(world, researcher, monkeypatch):
         if not r["hours"]:
             continue
         assert f"  availability  {percent_text(t['availability'])} (" in text
-        allocated = percent_text(t["occupancy_allocated"])
-        assert f"  occupancy     {percent_text(t['occupancy'])} ({allocated} allocated" in text
+        assert f"  occupancy     {percent_text(t['occupancy'])} ({occupancy_parts_text(t)})" in text
         assert f"  utilization   {t['utilization_text']}\n" in text
         assert f"  impact        {percent_text(t['impact'])}\n" in text
         section = html[html.index(f'id="utilization-{r["cluster"]}"') - 2000 :]
