@@ -371,3 +371,21 @@ def ps_lines(text: str) -> dict[int, str]:
             pid, _, args = line[3:].partition(" ")
             out[int(pid)] = args.strip()
     return out
+
+
+def join_again(tmp_path: Path, monkeypatch: Any, state: Path) -> None:
+    """The agent joined again as ``n2`` with a fake server's answer, keeping ``state`` as its state
+    directory (what a re-join after a removal or an unknown token does)."""
+    from agent import join as join_module
+    from agent.gpu.fake import FakeGpuBackend
+
+    answer = {"websocket_url": "ws://s/agent/", "host_token": "fwh_new", "host": "n2", "cluster": "c"}
+    monkeypatch.setattr(join_module, "post_join", lambda *args, **kwargs: answer)
+    join_module.join(
+        server="http://s",
+        join_token="fwj_new",
+        config_path=tmp_path / "agent.yaml",
+        host_name="n2",
+        gpu=FakeGpuBackend("n2", 1, state_dir=tmp_path / "fake"),
+        settings={"state_dir": state},
+    )

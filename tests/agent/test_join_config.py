@@ -14,6 +14,7 @@ import pytest
 from agent import join as join_module
 from agent.gpu.base import GpuBackend
 from agent.join import JoinFailed, already_joined, join
+from tests.agent.agent_testkit import join_again
 
 
 def test_a_host_named_no_is_already_joined_as_no(tmp_path: Path) -> None:
@@ -84,21 +85,10 @@ def test_a_new_join_forgets_the_removed_hosts_note(tmp_path: Path, monkeypatch: 
     """try56: the note a removed host's agent leaves (``HOST_REMOVED_FILE``, read by ``--uninstall``)
     belongs to the old host: a join that keeps the state directory drops it."""
     from agent.client import HOST_REMOVED_FILE
-    from agent.gpu.fake import FakeGpuBackend
 
     state = tmp_path / "state"
     state.mkdir()
     (state / HOST_REMOVED_FILE).write_text("removed from Fairway by an admin; told at Dec 6 2026 23:10:00 UTC\n")
-    answer = {"websocket_url": "ws://s/agent/", "host_token": "fwh_new", "host": "n2", "cluster": "c"}
-    monkeypatch.setattr(join_module, "post_join", lambda *args, **kwargs: answer)
-
-    join(
-        server="http://s",
-        join_token="fwj_new",
-        config_path=tmp_path / "agent.yaml",
-        host_name="n2",
-        gpu=FakeGpuBackend("n2", 1, state_dir=tmp_path / "fake"),
-        settings={"state_dir": state},
-    )
+    join_again(tmp_path, monkeypatch, state)
 
     assert not (state / HOST_REMOVED_FILE).exists()

@@ -12,12 +12,10 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.server import ServerConnection
 
-from agent import join as join_module
 from agent.client import CLOSE_UNAUTHORIZED, HOST_UNKNOWN_FILE, note_link_closed, note_link_open
-from agent.join import join
 from agent.protocol import UNKNOWN_TOKEN_REASON
 from scheduler.gateway import link_refusal
-from tests.agent.agent_testkit import FakeServer, kill_leftovers, make_agent, run_async, running
+from tests.agent.agent_testkit import FakeServer, join_again, kill_leftovers, make_agent, run_async, running
 
 
 @pytest.mark.django_db
@@ -51,21 +49,11 @@ def test_a_link_the_server_takes_forgets_the_note(tmp_path: Path) -> None:
 
 
 def test_a_new_join_forgets_the_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.gpu.fake import FakeGpuBackend
 
     state = tmp_path / "state"
     state.mkdir()
     (state / HOST_UNKNOWN_FILE).write_text("the server does not know this host's token; told at X\n")
-    answer = {"websocket_url": "ws://s/agent/", "host_token": "fwh_new", "host": "n2", "cluster": "c"}
-    monkeypatch.setattr(join_module, "post_join", lambda *args, **kwargs: answer)
-    join(
-        server="http://s",
-        join_token="fwj_new",
-        config_path=tmp_path / "agent.yaml",
-        host_name="n2",
-        gpu=FakeGpuBackend("n2", 1, state_dir=tmp_path / "fake"),
-        settings={"state_dir": state},
-    )
+    join_again(tmp_path, monkeypatch, state)
     assert not (state / HOST_UNKNOWN_FILE).exists()
 
 
