@@ -32,6 +32,7 @@ from budgets.services import do_create_budget
 from scheduler.models import Cluster, Host
 from scheduler.services import do_create_cluster, do_register_host
 from tests.dbsessions import end_stray_sessions
+from tests.fixture_rows import World
 
 PASSWORD = "correct horse battery staple"
 
@@ -241,9 +242,7 @@ def redis_cache(settings: Any) -> Iterator[str]:
             client.delete(key)
 
 
-@pytest.fixture
-def org_tree(db: None) -> dict[str, Budget]:
-    """Budgets by path: ``org``, ``nlp``, ``nlp/olmo``, ``nlp/tulu``, ``vision``, ``vision/sam``."""
+def _org_tree() -> dict[str, Budget]:
     org = do_create_budget(name="org", parent=None)
     nlp = do_create_budget(name="nlp", parent=org, shares=2)
     vision = do_create_budget(name="vision", parent=org)
@@ -261,36 +260,22 @@ def _user(username: str, **extra: Any) -> User:
     return User.objects.create_user(username=username, password=PASSWORD, email=f"{username}@example.org", **extra)
 
 
-@pytest.fixture
-def admin(db: None) -> User:
-    return _user("admin", is_staff=True, is_superuser=True)
+PERSONAS: dict[str, tuple[str | None, str, dict[str, Any]]] = {
+    # username: (the budget path of its membership, its role, create_user's extra fields)
+    "admin": (None, "", {"is_staff": True, "is_superuser": True}),
+    "researcher": ("nlp/olmo", Membership.Role.MEMBER, {}),
+    "teammate": ("nlp/olmo", Membership.Role.MEMBER, {}),
+    "outsider": ("vision/sam", Membership.Role.MEMBER, {}),
+    "manager": ("nlp", Membership.Role.MANAGER, {}),
+}
 
 
-@pytest.fixture
-def researcher(org_tree: dict[str, Budget]) -> User:
-    user = _user("researcher")
-    do_add_membership(user, org_tree["nlp/olmo"])
-    return user
-
-
-@pytest.fixture
-def teammate(org_tree: dict[str, Budget]) -> User:
-    user = _user("teammate")
-    do_add_membership(user, org_tree["nlp/olmo"])
-    return user
-
-
-@pytest.fixture
-def outsider(org_tree: dict[str, Budget]) -> User:
-    user = _user("outsider")
-    do_add_membership(user, org_tree["vision/sam"])
-    return user
-
-
-@pytest.fixture
-def manager(org_tree: dict[str, Budget]) -> User:
-    user = _user("manager")
-    do_add_membership(user, org_tree["nlp"], Membership.Role.MANAGER)
+def _persona(username: str, tree: dict[str, Budget] | None) -> User:
+    path, role, extra = PERSONAS[username]
+    user = _user(username, **extra)
+    if path is not None:
+        assert tree is not None
+        do_add_membership(user, tree[path], role)
     return user
 
 
@@ -303,9 +288,7 @@ def gpu_specs(host: str, model: str, count: int) -> list[tuple[int, str, str, in
     return [(i, f"GPU-{host}-{i}", model, GPU_MEMORY_MB.get(model, 16384)) for i in range(count)]
 
 
-@pytest.fixture
-def host_tokens(db: None) -> dict[str, str]:
-    """Registers the ``default`` cluster's hosts; host name → plaintext token."""
+def _host_tokens() -> dict[str, str]:
     cluster = do_create_cluster("default")
     tokens = {}
     for name, model, count, rack in HOSTS:
@@ -313,6 +296,74 @@ def host_tokens(db: None) -> dict[str, str]:
         tokens[name] = token
     connected(*cluster.hosts.all())
     return tokens
+
+
+def _tree_by_pk(paths: dict[str, int]) -> dict[str, Budget]:
+    budgets = Budget.objects.in_bulk(list(paths.values()))
+    return {path: budgets[pk] for path, pk in paths.items()}
+
+
+def _made_persona(username: str) -> Callable[[dict[str, Any]], int]:
+    def make(values: dict[str, Any]) -> int:
+        tree = _tree_by_pk(values["org_tree"]) if PERSONAS[username][0] is not None else None
+        return _persona(username, tree).pk
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def fixture_rows(django_db_setup: None, django_db_blocker: Any) -> World:
+    """The budget tree's, the personas' and the cluster's rows, made once per test process through
+    the services and put back by their fixtures (tests/fixture_rows.py)."""
+    made = World(
+        {
+            "org_tree": ((), lambda values: {path: b.pk for path, b in _org_tree().items()}),
+            **{name: (("org_tree",) if PERSONAS[name][0] else (), _made_persona(name)) for name in PERSONAS},
+            "host_tokens": ((), lambda values: _host_tokens()),
+        }
+    )
+    with django_db_blocker.unblock():
+        made.make()
+    return made
+
+
+@pytest.fixture
+def _world_put() -> set[str]:
+    """The parts of :func:`fixture_rows` put back in this test (the ones after them may build on them)."""
+    return set()
+
+
+@pytest.fixture
+def org_tree(db: None, fixture_rows: World, _world_put: set[str]) -> dict[str, Budget]:
+    """Budgets by path: ``org``, ``nlp``, ``nlp/olmo``, ``nlp/tulu``, ``vision``, ``vision/sam``."""
+    return fixture_rows.put("org_tree", _world_put, _org_tree, _tree_by_pk)  # type: ignore[no-any-return]
+
+
+def _persona_fixture(username: str) -> Any:
+    needs_tree = PERSONAS[username][0] is not None
+
+    def persona(request: pytest.FixtureRequest, db: None, fixture_rows: World, _world_put: set[str]) -> User:
+        tree = request.getfixturevalue("org_tree") if needs_tree else None
+        return fixture_rows.put(  # type: ignore[no-any-return]
+            username, _world_put, lambda: _persona(username, tree), lambda pk: User.objects.get(pk=pk)
+        )
+
+    persona.__name__ = username
+    persona.__doc__ = f"The persona ``{username}`` (see the module's tree)."
+    return pytest.fixture(persona, name=username)
+
+
+admin = _persona_fixture("admin")
+researcher = _persona_fixture("researcher")
+teammate = _persona_fixture("teammate")
+outsider = _persona_fixture("outsider")
+manager = _persona_fixture("manager")
+
+
+@pytest.fixture
+def host_tokens(db: None, fixture_rows: World, _world_put: set[str]) -> dict[str, str]:
+    """Registers the ``default`` cluster's hosts; host name → plaintext token."""
+    return fixture_rows.put("host_tokens", _world_put, _host_tokens, dict)  # type: ignore[no-any-return]
 
 
 def connected(*hosts: Host) -> None:
