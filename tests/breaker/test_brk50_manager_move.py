@@ -64,3 +64,18 @@ def test_the_owner_an_admin_and_a_move_within_the_managers_budgets_still_move(
     assert back.status_code == 200, back.json()
     own = researcher_client.patch(f"/api/v1/workloads/{w['id']}/", {"budget": "vision/sam"}, format="json")
     assert own.status_code == 200, own.json()
+
+
+def test_the_edit_form_says_it_beside_the_budget(in_both, researcher_client, manager, submission, org_tree):
+    import html
+
+    from django.test import Client
+
+    w = _pending(researcher_client, submission())
+    page = Client()
+    page.force_login(manager)
+    form = {"budget": "vision/sam", "gpu_count": "4", "min_runtime": "2h", "retries": "0", "version": "0"}
+    response = page.post(f"/workloads/{w['id']}/update/", form)
+    assert response.status_code == 403
+    assert "a manager of vision/sam may move a workload into vision/sam" in html.unescape(response.content.decode())
+    assert Workload.objects.get(pk=w["id"]).budget_id == org_tree["nlp/olmo"].pk
