@@ -96,7 +96,10 @@ class FairwayTokenAuthentication(TokenAuthentication):
         checks (``_cleanup_token``, the digest, ``renew_token``, ``validate_user``), each on a copy
         of a kept row with a copy of its user (the request may change or delete them)."""
         msg = _("Invalid token.")
-        text = token.decode("utf-8")
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError:  # a header byte that is no UTF-8 (0xE9): knox's 500 (brk50)
+            raise exceptions.AuthenticationFailed(msg) from None
         expired = False
         for kept in kept_token_rows(text[: CONSTANTS.TOKEN_KEY_LENGTH], getattr(self, "_request", None)):
             auth_token = copy.copy(kept)

@@ -218,6 +218,11 @@ class ApiTokenInfo(models.Model):
     token = models.OneToOneField("knox.AuthToken", on_delete=models.CASCADE, primary_key=True, related_name="info")
     name = models.CharField(max_length=100, blank=True)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.LOGIN)
+    made_with_login = models.BooleanField(
+        default=False,
+        help_text="a personal token made with a login token (or with a token made so): a password change ends it "
+        "with the login tokens (brk50)",
+    )
 
     def __str__(self) -> str:
         return f"{self.kind} token {self.name or self.token_id[:8]}"

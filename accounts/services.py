@@ -144,18 +144,32 @@ def do_add_membership(user: User, budget: Budget, role: str = Membership.Role.ME
 
 
 def create_api_token(
-    user: User, *, expiry: timedelta | None = None, name: str = "", kind: str = ApiTokenInfo.Kind.LOGIN
+    user: User,
+    *,
+    expiry: timedelta | None = None,
+    name: str = "",
+    kind: str = ApiTokenInfo.Kind.LOGIN,
+    made_with_login: bool = False,
 ) -> tuple[AuthToken, str]:
     """Create a knox API token for ``user``; returns the token row and the plaintext (shown once).
 
     Only knox's digest (SHA-512 hex) and the first 15 characters (``token_key``, to tell tokens
-    apart) are stored; ``expiry`` None means it never expires. ``name`` and ``kind`` (login or
-    personal) go into ``ApiTokenInfo``.
+    apart) are stored; ``expiry`` None means it never expires. ``name``, ``kind`` (login or
+    personal) and ``made_with_login`` (:func:`ends_with_logins`) go into ``ApiTokenInfo``.
     """
     with transaction.atomic():
         instance, token = AuthToken.objects.create(user=user, expiry=expiry)
-        ApiTokenInfo.objects.create(token=instance, name=name[:100], kind=kind)
+        ApiTokenInfo.objects.create(token=instance, name=name[:100], kind=kind, made_with_login=made_with_login)
     return instance, token
+
+
+def ends_with_logins(token: AuthToken) -> bool:
+    """Whether ``token`` ends when its user's login tokens do (a password change,
+    :func:`end_login_tokens`): a login token (or one with no ``ApiTokenInfo``, counted as one) and a
+    personal token made with such a token (``made_with_login``, brk50: a stolen login token made a
+    personal one that the password change meant to shut the thief out left working)."""
+    info = ApiTokenInfo.objects.filter(token=token).values_list("kind", "made_with_login").first()
+    return info is None or info[0] != ApiTokenInfo.Kind.PERSONAL or info[1]
 
 
 MAX_TOKEN_DAYS = 3650
@@ -189,7 +203,8 @@ def do_create_personal_token(
     ``expiry_days`` days (None: until revoked). Returns the row and the plaintext, shown once.
     ``via``: the token the request came with (None: a session's): the new token expires no later,
     so a stolen login token cannot make one that outlives it, and it is made only while ``via``
-    still exists, under :func:`lock_tokens_of` (brk49).
+    still exists, under :func:`lock_tokens_of` (brk49); made with a login token, it ends with the
+    login tokens at a password change (:func:`ends_with_logins`, brk50).
 
     Raises AccountError ``invalid_name``, ``invalid_expiry`` (1..3650 days, or past ``via``'s
     expiry) or ``authentication_failed`` (401: ``via`` deleted meanwhile, a logout).
@@ -220,7 +235,13 @@ def do_create_personal_token(
                 "This token was deleted (a logout) meanwhile: nothing made.",
                 status=401,
             )
-        return create_api_token(user, expiry=expiry, name=name.strip(), kind=ApiTokenInfo.Kind.PERSONAL)
+        return create_api_token(
+            user,
+            expiry=expiry,
+            name=name.strip(),
+            kind=ApiTokenInfo.Kind.PERSONAL,
+            made_with_login=via is not None and ends_with_logins(via),
+        )
 
 
 def lock_tokens_of(user: User) -> None:
@@ -242,12 +263,16 @@ def do_logout_everywhere(user: User) -> int:
 
 def end_login_tokens(user: User) -> int:
     """Delete ``user``'s login tokens (those a password login made, which expire; a token with no
-    ``ApiTokenInfo`` counts as one) and keep their personal tokens (the tokens page's, made on
-    purpose, like GitHub's personal access tokens): what a password change does
+    ``ApiTokenInfo`` counts as one) and the personal tokens made with them (:func:`ends_with_logins`:
+    a thief's, made with the stolen login token), and keep their other personal tokens (the tokens
+    page's, made on purpose, like GitHub's personal access tokens): what a password change does
     (``User.save``, docs/deploy.md, "API tokens: a password change"). Returns how many were deleted."""
+    kept = ApiTokenInfo.objects.filter(
+        token__user=user, kind=ApiTokenInfo.Kind.PERSONAL, made_with_login=False
+    ).values_list("token_id", flat=True)
     with transaction.atomic():
         lock_tokens_of(user)
-        _total, by_model = AuthToken.objects.filter(user=user).exclude(info__kind=ApiTokenInfo.Kind.PERSONAL).delete()
+        _total, by_model = AuthToken.objects.filter(user=user).exclude(pk__in=list(kept)).delete()
     return by_model.get(AuthToken._meta.label, 0)
 
 
@@ -256,8 +281,8 @@ def password_changed_words(login_tokens_ended: int) -> str:
     changepassword``): how many login tokens it ended, and that personal tokens keep working."""
     ended = f"{login_tokens_ended} login token{'' if login_tokens_ended == 1 else 's'}"
     return (
-        f"The password change ended {ended} (made by logging in with the password) and every other "
-        "web session; personal API tokens (the tokens page's) keep working: revoke them there if "
+        f"The password change ended {ended} (made by logging in with the password, or with such a token) and "
+        "every other web session; personal API tokens (the tokens page's) keep working: revoke them there if "
         "the password was stolen."
     )
 

@@ -1378,6 +1378,23 @@ UPDATE_FORBIDDEN = (
     "Only those who may cancel a workload may change it: its owner, a budget manager or an admin with the "
     "change_workload permission."
 )
+MOVE_FORBIDDEN = (
+    "Only its owner, an admin with the change_workload permission or a manager of {path} may move a workload "
+    "into {path}: managing the budget it is in does not give a say in that one."
+)
+
+
+def may_move_into(actor: User, workload: Workload, budget: Budget, tree: dict[int, Budget] | None = None) -> bool:
+    """Whether ``actor``, who may change ``workload`` (:func:`can_cancel`), may move it into
+    ``budget``: its owner (whose membership there the move checks as a submission), superusers,
+    staff with :data:`WORKLOAD_CANCEL_PERMISSION`, and managers of ``budget`` or an ancestor (brk50:
+    a manager of its budget moved a member's work into another budget of the member's, charging a
+    budget they have no say in)."""
+    if actor.is_superuser or workload.owner_id == actor.pk:
+        return True
+    return is_manager(actor, budget, tree) or staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
+
+
 CHANGED_MEANWHILE = "changed_meanwhile"
 CHANGED_SINCE_SHOWN = (
     "This workload was changed since this page was shown (another update): its request as it is now is shown "
@@ -1538,6 +1555,8 @@ def _checked_update(
     given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}
     new_budget = resolve_budget(changes["budget"], tree) if "budget" in changes else None
     moving = new_budget is not None and new_budget.pk != current.budget_id
+    if moving and actor is not None and new_budget is not None and not may_move_into(actor, current, new_budget, tree):
+        raise UpdateError(FORBIDDEN, "budget", MOVE_FORBIDDEN.format(path=new_budget.path), status=403)
     staying_archived = not moving and own is not None and own.archived  # judged by archived_growth below
     try:
         checked = do_submit_workload(
