@@ -5,7 +5,7 @@ until the state changes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import scheduler.policy.contract as contract
@@ -56,8 +56,36 @@ def level_table(ps: PassState, w: Workload) -> LevelTable:
     return [free, low, later, every]
 
 
-def _first_hosts(ps: PassState, model: str, room_of: Callable[[HostView, Any], int]) -> dict[int, str]:
-    """GPU count t → the first active host of ``model`` (in the index's order) whose room is ≥ t."""
+def _first_hosts(
+    ps: PassState, model: str, room_of: Callable[[HostView, Any], int], hosts: Sequence[HostView] | None = None
+) -> dict[int, str]:
+    """GPU count t → the first active host of ``model`` (in the index's order) whose room is ≥ t.
+
+    Read over ``hosts`` (a part of the index's, in its order, that holds every host whose room
+    can exceed 0: :func:`_level1_hosts`) or the index's; the walk stops once the table reaches the
+    model's largest host (``ClusterState.largest``): no host's room exceeds its GPUs, so no later
+    host adds an entry (tick50). Under ``check`` compared with :func:`first_hosts_walk`."""
+    table: dict[int, str] = {}
+    filled = 0
+    cap = ps.state.largest.get(model, 0)
+    agg = ps.standing.agg
+    for hv in ps.standing.hosts_by_model.get(model, ()) if hosts is None else hosts:
+        if filled >= cap:
+            break
+        if not hv.active:
+            continue
+        room = room_of(hv, agg.get(hv.name))
+        if room > filled:
+            for t in range(filled + 1, room + 1):
+                table[t] = hv.name
+            filled = room
+    if ps.check and table != (walked := first_hosts_walk(ps, model, room_of)):
+        raise AssertionError(f"level table of {model} at {ps.now}: {table} != walk {walked}")
+    return table
+
+
+def first_hosts_walk(ps: PassState, model: str, room_of: Callable[[HostView, Any], int]) -> dict[int, str]:
+    """:func:`_first_hosts` by the plain walk over every host of ``model`` (its oracle)."""
     table: dict[int, str] = {}
     filled = 0
     agg = ps.standing.agg
@@ -74,26 +102,33 @@ def _first_hosts(ps: PassState, model: str, room_of: Callable[[HostView, Any], i
 
 def _now_tables(ps: PassState, model: str, now_set: frozenset[str]) -> tuple[dict[int, str], dict[int, str]]:
     """:func:`_first_hosts` for levels 1 (free, unallocated and the NOW budgets' unprotected work)
-    and 2 (their protected work too), in one pass."""
-    t1: dict[int, str] = {}
-    t2: dict[int, str] = {}
-    f1 = f2 = 0
-    agg = ps.standing.agg
-    for hv in ps.standing.hosts_by_model.get(model, ()):
-        if not hv.active:
-            continue
-        unprotected, protected = now_work(agg.get(hv.name), now_set)
-        h1 = len(hv.free) + hv.unalloc + unprotected
-        h2 = h1 + protected
-        if h1 > f1:
-            for t in range(f1 + 1, h1 + 1):
-                t1[t] = hv.name
-            f1 = h1
-        if h2 > f2:
-            for t in range(f2 + 1, h2 + 1):
-                t2[t] = hv.name
-            f2 = h2
-    return t1, t2
+    and 2 (their protected work too). Level 1 reads only :func:`_level1_hosts`: elsewhere its
+    room is 0 whatever the NOW budgets."""
+
+    def room1(hv: HostView, per: dict[str, list[int]] | None) -> int:
+        return len(hv.free) + hv.unalloc + now_work(per, now_set)[0]
+
+    def room2(hv: HostView, per: dict[str, list[int]] | None) -> int:
+        unprotected, protected = now_work(per, now_set)
+        return len(hv.free) + hv.unalloc + unprotected + protected
+
+    return _first_hosts(ps, model, room1, _level1_hosts(ps, model)), _first_hosts(ps, model, room2)
+
+
+def _level1_hosts(ps: PassState, model: str) -> list[HostView]:
+    """The active hosts of ``model``, in the index's order, with free GPUs, unallocated work or
+    some budget's unprotected allocated work: a bound of level 1's room for any NOW budgets
+    (:func:`now_work` sums a part of those budgets). Kept with the level tables."""
+    key = ("level1", model)
+    kept: list[HostView] | None = ps.memo.level_table.get(key)
+    if kept is None:
+        agg = ps.standing.agg
+        kept = ps.memo.level_table[key] = [
+            hv
+            for hv in ps.standing.hosts_by_model.get(model, ())
+            if hv.active and (hv.free or hv.unalloc or any(c[0] for c in (agg.get(hv.name) or {}).values()))
+        ]
+    return kept
 
 
 def now_work(per: dict[str, list[int]] | None, now_set: frozenset[str]) -> tuple[int, int]:
