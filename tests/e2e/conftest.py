@@ -306,6 +306,7 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
         "TICK_DEBOUNCE_S": 0.1,
         "GRACE_PERIOD_S": 5,
         "HOST_OFFLINE_AFTER_S": 30,
+        "PAGE_REFRESH_S": 1,  # slow50: a browser watching a workload sees each change within 1 s, not 3
     }
     settings.ALLOWED_HOSTS = ["*"]
 
