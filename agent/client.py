@@ -250,6 +250,10 @@ within 40 s. The agent is the side that pings (docs/deploy.md, "The agent link")
 processes ping only every ``WS_PING_INTERVAL_S`` of scheduler/management/commands/serve.py, to
 close the sockets of agents gone without a word."""
 
+CLOSE_TIMEOUT_S = 5.0
+"""The longest wait of a close of the agent's link for the server's side of it (websockets'
+``close_timeout``): a dead server or link never answers, and the agent reconnects after it."""
+
 HOUSEKEEPING_S = 5.0
 """Period of log capping and pruning, in seconds."""
 
@@ -394,7 +398,7 @@ class Agent:
             open_timeout=10,
             ping_interval=PING_INTERVAL_S,
             ping_timeout=PING_TIMEOUT_S,
-            close_timeout=5,
+            close_timeout=CLOSE_TIMEOUT_S,
             # Above the protocol limit, so that an oversized message is answered, not fatal.
             max_size=4 * MAX_MESSAGE_BYTES,
             logger=_ws_log,

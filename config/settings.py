@@ -514,6 +514,9 @@ FAIRWAY = {
     # often ticks ask: bounds the estimates' CPU under a stream of submissions (docs/estimates.md).
     "ESTIMATE_MIN_GAP_S": env_float("FAIRWAY_ESTIMATE_MIN_GAP_S", 15.0, minimum=0.0),
     "TICK_DEBOUNCE_S": env_float("FAIRWAY_TICK_DEBOUNCE_S", 0.5, minimum=0.0),
+    # A workload's page asks again for its state and its live log this often while it is not
+    # final (web/templatetags/fairway.py ``page_refresh_s``; the page says so beside the log).
+    "PAGE_REFRESH_S": env_float("FAIRWAY_PAGE_REFRESH_S", 3.0, minimum=0.5, maximum=600),
     # The welcome carries it to the agent (agent/protocol.py ``Welcome.heartbeat_s``: at most 3600 s).
     "HEARTBEAT_S": env_float("FAIRWAY_HEARTBEAT_S", 5.0, minimum=0.1, maximum=3600),
     # The web process writes the heartbeats it received in one batch this often (at most a quarter

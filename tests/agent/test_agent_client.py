@@ -337,6 +337,7 @@ def test_a_server_that_stops_answering_pings_is_left_and_the_agent_reconnects(st
 
     monkeypatch.setattr(agent.client, "PING_INTERVAL_S", 0.2)
     monkeypatch.setattr(agent.client, "PING_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(agent.client, "CLOSE_TIMEOUT_S", 0.5)  # slow50: scaled too (5 s: its whole wait)
 
     async def scenario() -> None:
         async with FakeServer(heartbeat_s=30) as server, running(make_agent(server.url, state_dir, heartbeat=30)):
@@ -348,7 +349,7 @@ def test_a_server_that_stops_answering_pings_is_left_and_the_agent_reconnects(st
             began = loop.time()
             hello = await server.expect(lambda m: isinstance(m, Hello), within=10)
             assert isinstance(hello, Hello) and server.ws is not dead
-            assert loop.time() - began < 8  # the ping's 0.2 + 0.2 s, the close's 5 s bound, a reconnect
+            assert loop.time() - began < 8  # the ping's 0.2 + 0.2 s, the close's 0.5 s bound, a reconnect
             dead.transport.abort()  # the server's side of the dead link, not waited for at its close
 
     run_async(scenario())

@@ -143,9 +143,10 @@ from accounts.api.views import LoginThrottle
 raw = RequestFactory().post("/api/v1/auth/login/", REMOTE_ADDR=sys.argv[1])
 request = Request(raw)
 request._request.user = None
-start = float(sys.argv[2])
+print("ready", flush=True)
+start = float(sys.stdin.readline())
 time.sleep(max(0.0, start - time.time()))
-print([LoginThrottle().allow_request(request, None) for _ in range(int(sys.argv[3]))].count(True))
+print([LoginThrottle().allow_request(request, None) for _ in range(int(sys.argv[2]))].count(True))
 """
 
 
@@ -165,20 +166,31 @@ def test_web_processes_racing_on_redis_get_no_more_than_the_limit(redis_cache):
         FAIRWAY_CACHE_PREFIX=redis_cache,
         FAIRWAY_THROTTLE_LOGIN=f"{LIMIT}/hour",
     )
-    start = time.time() + 15  # every process set up by then (two cores, shared)
     code = "import django; django.setup()\n" + RACER
     racers = [
         subprocess.Popen(  # noqa: S603 -- our interpreter, our code
-            [sys.executable, "-c", code, ADDR, repr(start), str(each)],
+            [sys.executable, "-c", code, ADDR, str(each)],
             cwd=root,
             env=env,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
         for _ in range(processes)
     ]
+    # slow50: the common instant is set once every process said it is set up (it was a fixed 15 s
+    # ahead, waited in full however soon they were ready), a second ahead: each one sleeps until it
+    readies = [r.stdout.readline() for r in racers]  # type: ignore[union-attr]
+    start = time.time() + 1.0
+    for r in racers:  # to all before any is waited for
+        try:
+            r.stdin.write(f"{start!r}\n")  # type: ignore[union-attr]
+            r.stdin.flush()  # type: ignore[union-attr]
+        except BrokenPipeError:  # it ended before: its output says why
+            pass
     outs = [r.communicate(timeout=120) for r in racers]
+    assert readies == ["ready\n"] * processes, ([e[-500:] for _, e in outs], readies)
     assert all(r.returncode == 0 for r in racers), [e[-500:] for _, e in outs]
     assert time.time() > start, "a process answered before the common instant"
     allowed = [int(o.strip().splitlines()[-1]) for o, _ in outs]

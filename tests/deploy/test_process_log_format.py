@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.deploy.test_check_deploy import ROOT
 
@@ -27,6 +30,24 @@ def _env(tmp_path: Path) -> dict[str, str]:
     env.pop("REDIS_URL", None)
     env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'log.sqlite3'}", FAIRWAY_VAR_DIR=str(tmp_path))
     return env
+
+
+@pytest.fixture(scope="module")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database migrated once for the module's clocks (slow50: each test ran ``migrate`` itself,
+    seconds of a loaded box each); each test runs on a copy of its own (:func:`_migrated_env`)."""
+    where = tmp_path_factory.mktemp("migrated")
+    migrated = subprocess.run(  # noqa: S603 -- our own manage.py, fixed arguments
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=_env(where), capture_output=True, text=True
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    return where / "log.sqlite3"
+
+
+def _migrated_env(tmp_path: Path, migrated_db: Path) -> dict[str, str]:
+    """:func:`_env` on a copy of the migrated database."""
+    shutil.copyfile(migrated_db, tmp_path / "log.sqlite3")
+    return _env(tmp_path)
 
 
 def _run_until(args: list[str], env: dict[str, str], ready: str, timeout: float = 90) -> list[str]:
@@ -71,13 +92,9 @@ def test_the_worker_logs_every_line_in_fairways_format(tmp_path):
     assert "Worker has been shut down." in said
 
 
-def test_the_clock_logs_every_line_in_fairways_format(tmp_path):
+def test_the_clock_logs_every_line_in_fairways_format(tmp_path, migrated_db):
     interval = "30"
-    env = _env(tmp_path)
-    migrated = subprocess.run(  # noqa: S603 -- our own manage.py, fixed arguments
-        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert migrated.returncode == 0, migrated.stderr
+    env = _migrated_env(tmp_path, migrated_db)
     lines = _run_until(["clock", "--interval", interval], env, ready="a tick of every cluster")
     assert [line for line in lines if not LINE.match(line)] == [], "\n".join(lines)
     said = "\n".join(lines)
@@ -106,15 +123,11 @@ def test_the_clock_says_in_one_line_that_it_could_not_reach_the_database_and_ret
     _said_one_beat_failed(lines, r"the database 127\.0\.0\.1:8179/x is unreachable \(PoolTimeout: .+\)")
 
 
-def test_the_clock_says_in_one_line_that_it_could_not_reach_redis_and_retries(tmp_path):
+def test_the_clock_says_in_one_line_that_it_could_not_reach_redis_and_retries(tmp_path, migrated_db):
     """small49: the clock against an unreachable Redis (the broker) printed redis-py's traceback at
     each beat; now one WARNING line per failed beat in the web's words
     (``config.middleware.redis_unreachable``), with the database's backoff."""
-    env = _env(tmp_path)
-    migrated = subprocess.run(  # noqa: S603 -- our own manage.py, fixed arguments
-        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert migrated.returncode == 0, migrated.stderr
+    env = _migrated_env(tmp_path, migrated_db)
     env.update(REDIS_URL="redis://:secret@127.0.0.1:8199/3")  # nothing listens there
     lines = _run_until(["clock", "--interval", "0.2"], env, ready="the clock tries again in 0.4s")
     assert "secret" not in "\n".join(lines)

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -40,6 +41,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def searchable_parents(path: Path) -> None:
+    """``path``'s parents up to the temporary directory searchable by all, as /var/lib is: an agent
+    that runs attempts as their owners binds each attempt's directory with the owner's file-system
+    identity (iso58), and pytest makes its directories 0700."""
+    for parent in path.parents:
+        if parent == Path(tempfile.gettempdir()):
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
@@ -289,7 +300,10 @@ def _kill_attempt_processes(state_dir: Path) -> None:
 
 
 @pytest.fixture
-def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Stack]:
+def stack(transactional_db: None, settings: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stack]:
+    """The stack, its agent started with ``FAIRWAY_ISOLATION`` of the test's
+    ``@pytest.mark.agent_isolation(...)`` where it has one (slow50: a test that restarted the agent
+    with another paid for two agent starts), else :data:`AGENT_USER_ISOLATION`."""
     from accounts.models import User
     from accounts.services import create_api_token, do_add_membership
     from agent.gpu.fake import fake_gpu_uuid
@@ -306,6 +320,7 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
         "TICK_DEBOUNCE_S": 0.1,
         "GRACE_PERIOD_S": 5,
         "HOST_OFFLINE_AFTER_S": 30,
+        "PAGE_REFRESH_S": 1,  # slow50: a browser watching a workload sees each change within 1 s, not 3
     }
     settings.ALLOWED_HOSTS = ["*"]
 
@@ -327,6 +342,9 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
     log_path = tmp_path / "agent.log"
     the_stack = Stack("", api_token, cluster, alpha, beta, state_dir, log_path)
     the_stack.host = _host
+    if (isolation := request.node.get_closest_marker("agent_isolation")) is not None:
+        the_stack.isolation = isolation.args[0]
+        searchable_parents(state_dir)
     the_stack.start_server()
     the_stack.base_url = f"http://127.0.0.1:{the_stack.port}"
     the_stack.proxy = Proxy(the_stack.port)

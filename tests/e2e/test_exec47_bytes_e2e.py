@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from tests.e2e.test_exec_e2e import exec_in
-from tests.e2e.test_exec_tty_e2e import owner_stack, pytestmark
+from tests.e2e.test_exec_tty_e2e import AS_OWNERS, owner_stack, pytestmark
 
 __all__ = ["pytestmark"]
 
@@ -33,6 +33,7 @@ def cli(stack: Any, *argv: str) -> subprocess.CompletedProcess[bytes]:
     )  # fmt: skip
 
 
+@AS_OWNERS
 def test_a_one_shot_commands_bytes_come_back_as_they_are(stack: Any) -> None:
     pk = owner_stack(stack)
     command = ["/usr/bin/python3", "-c", PRINT]

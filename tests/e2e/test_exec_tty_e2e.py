@@ -16,7 +16,6 @@ import select
 import shutil
 import subprocess
 import sys
-import tempfile
 import termios
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket
 from scheduler.models import Attempt
+from tests.e2e.conftest import searchable_parents
 from tests.e2e.test_exec_e2e import OWNER_ISOLATION, OWNER_UID, running_attempt
 
 pytestmark = [
@@ -36,20 +36,24 @@ pytestmark = [
 ]
 
 
+AS_OWNERS = pytest.mark.agent_isolation(OWNER_ISOLATION)
+"""The stack's agent started with owner isolation (tests/e2e/conftest.py ``stack``): a test that
+calls :func:`owner_stack` saves the restart."""
+
+
 def owner_stack(stack: Any) -> int:
-    """The agent restarted with owner isolation (as test_exec_e2e) and one running workload of rita's."""
+    """The agent with owner isolation (as test_exec_e2e: started so under :data:`AS_OWNERS`, else
+    restarted so) and one running workload of rita's."""
     from accounts.models import User
 
     User.objects.filter(username="rita").update(posix_uid=OWNER_UID)
-    for parent in stack.state_dir.parents:  # searchable, as /var/lib is (test_exec_e2e)
-        if parent == Path(tempfile.gettempdir()):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
-    hellos = stack.hellos()
-    stack.stop_agent()
-    stack.isolation = OWNER_ISOLATION
-    stack.start_agent()
-    stack.wait_until(lambda: stack.hellos() > hellos, 20, "the agent's hello with owner isolation")
+    searchable_parents(stack.state_dir)
+    if stack.isolation != OWNER_ISOLATION:
+        hellos = stack.hellos()
+        stack.stop_agent()
+        stack.isolation = OWNER_ISOLATION
+        stack.start_agent()
+        stack.wait_until(lambda: stack.hellos() > hellos, 20, "the agent's hello with owner isolation")
     command = ["sh", "-c", "echo ready; exec sleep 300"]
     pk = stack.submit("org/alpha", gpus=1, min_runtime=60, duration=0, command=command, name="tty")
     running_attempt(stack, pk)
@@ -107,6 +111,7 @@ def gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
+@AS_OWNERS
 def test_an_interactive_session_runs_in_the_attempts_containment(stack: Any) -> None:
     pk = owner_stack(stack)
 
@@ -176,6 +181,7 @@ def test_an_interactive_session_runs_in_the_attempts_containment(stack: Any) -> 
     assert refused["type"] == "error" and refused["code"] == "not_found"
 
 
+@AS_OWNERS
 def test_a_reader_leaving_kills_the_session_and_idle_ones_end(stack: Any, settings: Any) -> None:
     pk = owner_stack(stack)
 
@@ -203,6 +209,7 @@ def test_a_reader_leaving_kills_the_session_and_idle_ones_end(stack: Any, settin
     ws.close()
 
 
+@AS_OWNERS
 def test_a_flood_to_a_reader_that_does_not_read_stays_bounded(stack: Any) -> None:
     pk = owner_stack(stack)
     # When a session's command writes as fast as it may and its reader reads nothing for a while

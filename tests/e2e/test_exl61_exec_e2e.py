@@ -16,7 +16,7 @@ import uvicorn
 
 from scheduler import exec_session
 from tests.e2e import conftest as e2e
-from tests.e2e.test_exec_tty_e2e import gone, host_pid, owner_stack, pytestmark, read_until, session
+from tests.e2e.test_exec_tty_e2e import AS_OWNERS, gone, host_pid, owner_stack, pytestmark, read_until, session
 
 __all__ = ["pytestmark"]
 
@@ -34,6 +34,7 @@ def _ended_within(pid: int, seconds: float) -> float:
     return time.monotonic() - began
 
 
+@AS_OWNERS
 def test_a_reader_gone_without_a_word_ends_its_session(stack: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     pk = owner_stack(stack)
     # Given web processes that ping every 0.5 s and close a socket whose pong is 0.5 s late (serve.py:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from fairway_cli.wsclient import OP_BINARY, OP_CLOSE, OP_TEXT, WebSocket
-from tests.e2e.test_exec_tty_e2e import owner_stack, pytestmark, session
+from tests.e2e.test_exec_tty_e2e import AS_OWNERS, owner_stack, pytestmark, session
 
 __all__ = ["pytestmark"]
 
@@ -47,6 +47,7 @@ def _frames(ws: WebSocket, timeout: float = 20) -> tuple[list[bytes], dict[str, 
     return frames, None
 
 
+@AS_OWNERS
 def test_a_terminal_sessions_bytes_are_carried_as_they_are(stack: Any) -> None:
     pk = owner_stack(stack)
     ws, started = session(stack, pk, ["/usr/bin/python3", "-c", RAW_ECHO])
@@ -64,6 +65,7 @@ def test_a_terminal_sessions_bytes_are_carried_as_they_are(stack: Any) -> None:
     ws.close()
 
 
+@AS_OWNERS
 def test_stdin_is_piped_without_a_terminal_to_its_end(stack: Any) -> None:
     pk = owner_stack(stack)
     data = HIGH * 3000  # 384 000 bytes: more than a window (256 KiB) ahead of the acks

@@ -26,7 +26,7 @@ import pytest
 from fairway_cli.wsclient import OP_TEXT, WebSocket
 from tests.e2e.test_attempt_io import _cancel
 from tests.e2e.test_exec_e2e import running_attempt
-from tests.e2e.test_exec_tty_e2e import owner_stack
+from tests.e2e.test_exec_tty_e2e import AS_OWNERS, owner_stack
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -99,6 +99,7 @@ def first_line(cli: subprocess.Popen[str]) -> str:
     return line
 
 
+@AS_OWNERS
 def test_a_port_in_the_workload_is_reached_through_the_forward(stack: Any, clis: list[subprocess.Popen[str]]) -> None:
     from accounts.models import User
     from accounts.services import create_api_token

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
@@ -44,6 +45,13 @@ def duration(seconds: Any) -> str:
 def retries_words() -> str:
     """:data:`fairway_cli.words.RETRIES_WORDS`: what ``retries`` re-runs, and what it never does."""
     return RETRIES_WORDS
+
+
+@register.simple_tag
+def page_refresh_s() -> str:
+    """``FAIRWAY["PAGE_REFRESH_S"]`` as a workload's page polls it (htmx's ``every 3s``) and says it
+    beside the live log (``refreshed every 3 s``): one number for both."""
+    return f"{settings.FAIRWAY['PAGE_REFRESH_S']:g}"
 
 
 @register.filter
