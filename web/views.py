@@ -1147,6 +1147,8 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                     "unreported": gap.text if gap else "",
                     "idle": held_idle.text if held_idle is not None else "",
                     "util": _util_text(gpu.last_sample),
+                    # a free GPU's temperature: none from a stale sample (left50, gpu_report)
+                    "temp": current_sample(gpu.last_sample, now).get("temperature_c"),
                 }
             )
         protected = [a.protected_until for a in attempts.values() if a.protected_until and a.protected_until > now]
