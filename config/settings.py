@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -364,6 +364,14 @@ WHITENOISE_USE_FINDERS = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL")
+# The broker's and the markers' Redis clients (the clock, the workers, the web's sends) wait at
+# most this long to connect and for an answer: a Redis that accepts and never answers, or drops
+# SYNs, fails a clock beat in one line and it tries again (left50), never waits on redis-py's
+# default (5 s in redis-py 8, none before). The channel layer reads with its own 30 s (below).
+REDIS_CONNECT_TIMEOUT_S = env_float("FAIRWAY_REDIS_CONNECT_TIMEOUT_S", 5.0, minimum=0.1)
+REDIS_SOCKET_TIMEOUT_S = env_float("FAIRWAY_REDIS_SOCKET_TIMEOUT_S", 5.0, minimum=0.1)
+REDIS_CLIENT_TIMEOUTS = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S, "socket_timeout": REDIS_SOCKET_TIMEOUT_S}
+"""redis-py's keyword arguments of :data:`REDIS_CONNECT_TIMEOUT_S` and :data:`REDIS_SOCKET_TIMEOUT_S`."""
 
 if REDIS_URL:
     CHANNEL_LAYERS = {
@@ -381,7 +389,9 @@ if REDIS_URL:
     }
     DRAMATIQ_BROKER = {
         "BROKER": "dramatiq.brokers.redis.RedisBroker",
-        "OPTIONS": {"url": REDIS_URL},
+        # dramatiq builds its pool from the URL alone (other options would not reach it): the
+        # timeouts as the URL's query, which redis-py reads
+        "OPTIONS": {"url": f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}{urlencode(REDIS_CLIENT_TIMEOUTS)}"},
         "MIDDLEWARE": [
             "dramatiq.middleware.AgeLimit",
             "dramatiq.middleware.TimeLimit",

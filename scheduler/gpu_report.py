@@ -14,6 +14,11 @@ A stored sample carries the instant the server received it (``SAMPLED_AT``, :fun
 server stores one every few heartbeats (``gateway.sample_interval``), so a GPU freed since reads
 its workload's last load until the next one (util49); every surface says the sample's age
 (:func:`sampled_at`) rather than showing it as current.
+
+A stored sample older than ``FAIRWAY_HOST_LOST_AFTER_S`` (the silence after which the server counts
+a host's attempts lost) measures nothing now: :func:`current_sample` reads it as a GPU never
+sampled (not measured), on every surface and in the pyramid, its age still said (left50;
+docs/standing.md, "A stale GPU sample").
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
 from fairway_cli.numbers import instant_text
@@ -97,3 +103,25 @@ def sampled_at(sample: Any) -> datetime | None:
     before samples carried their instant)."""
     at = sample.get(SAMPLED_AT) if isinstance(sample, Mapping) else None
     return parse_datetime(at) if isinstance(at, str) else None
+
+
+def sample_stale_after_s() -> float:
+    """How old a stored sample may be and still measure its GPU: ``FAIRWAY_HOST_LOST_AFTER_S``, and
+    never less than two stored samples apart (``gateway.sample_interval``), so that no sample goes
+    stale between two stores of a host that reports."""
+    from scheduler.gateway import sample_interval
+
+    return max(float(settings.FAIRWAY["HOST_LOST_AFTER_S"]), 2 * sample_interval())
+
+
+def current_sample(sample: Any, now: datetime) -> Mapping[str, Any]:
+    """The rule: a stored sample (``GPU.last_sample``) as a measurement at ``now``: itself, or
+    ``{}`` (not measured, as a GPU never sampled) when there is none or it was received more than
+    :func:`sample_stale_after_s` before ``now``. One stored before samples carried their instant
+    has no age to judge: itself. Every reader of a GPU's numbers reads them through this."""
+    if not isinstance(sample, Mapping) or not sample:
+        return {}
+    at = sampled_at(sample)
+    if at is not None and (now - at).total_seconds() > sample_stale_after_s():
+        return {}
+    return sample

@@ -14,7 +14,8 @@ For one cluster and one hour ``[h, h + 1 h)``, in GPU-seconds:
   in the seconds occupied: :func:`minute_busy`, busy46, util47);
   for a GPU without any minute sample in the hour, the GPU's latest sample (``last_sample``)
   stands for the whole hour — an approximation, and only when that sample was taken in the hour
-  (its host's last heartbeat falls in it).
+  (its own instant, else its host's last heartbeat, falls in it) and was not stale at the hour's
+  end (``gpu_report.current_sample``, left50).
 - **measured**: the occupied GPU-seconds whose utilization was measured that way. Occupied time
   without a measurement (an imported past: ``manage.py import_history``; minutes without a
   sample; a host that stopped reporting) is **not measured**, never 0 %: the utilization is the
@@ -43,6 +44,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from scheduler.gpu_report import current_sample, sampled_at
 from scheduler.models import GPU, AttemptGPU, Cluster, ClusterHourlyMetrics, Host, HostEvent
 
 HOUR = timedelta(hours=1)
@@ -260,9 +262,12 @@ def compute_hour(
         available_now[gid] = removed is None and (
             hosts_available or (state == Host.State.ACTIVE and health != GPU.Health.UNHEALTHY)
         )
-        # The latest sample measures this hour only if it was taken in it (not a week later).
-        taken_in_hour = heartbeat is not None and start <= heartbeat <= end
-        last_util[gid] = _utilization(sample) if taken_in_hour else None
+        # The latest sample measures this hour only if it was taken in it (not a week later; its
+        # own instant, else its host's last heartbeat) and was not stale at the hour's end (left50:
+        # a GPU sampled last at H+1 min does not stand for the rest of H).
+        taken = sampled_at(sample) or heartbeat
+        taken_in_hour = taken is not None and start <= taken <= end
+        last_util[gid] = _utilization(current_sample(sample, end)) if taken_in_hour else None
 
     links = (
         AttemptGPU.objects.filter(gpu_id__in=list(registered), attempt__placed_at__lt=end)

@@ -47,7 +47,7 @@ MARKERS = (TICK_MARKER, ESTIMATE_MARKER, ESTIMATE_AGAIN, ESTIMATE_RECENT)
 
 @cache
 def _redis() -> redis.Redis | None:
-    return redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
+    return redis.Redis.from_url(settings.REDIS_URL, **settings.REDIS_CLIENT_TIMEOUTS) if settings.REDIS_URL else None
 
 
 def _marker_key(cluster_id: int, kind: str = TICK_MARKER) -> str:

@@ -84,7 +84,7 @@ from scheduler.api.pyramid import pyramid_params
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.efficiency import workload_efficiency
-from scheduler.gpu_report import sampled_at, unreported_in
+from scheduler.gpu_report import current_sample, sampled_at, unreported_in
 from scheduler.idle import idle_attempts, idle_of_workloads
 from scheduler.lifecycle import DrainingHost, SilentHost, draining_hosts, silent_hosts
 from scheduler.models import (
@@ -1147,6 +1147,8 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                     "unreported": gap.text if gap else "",
                     "idle": held_idle.text if held_idle is not None else "",
                     "util": _util_text(gpu.last_sample),
+                    # a free GPU's temperature: none from a stale sample (left50, gpu_report)
+                    "temp": current_sample(gpu.last_sample, now).get("temperature_c"),
                 }
             )
         protected = [a.protected_until for a in attempts.values() if a.protected_until and a.protected_until > now]
@@ -1177,7 +1179,7 @@ def _util_text(sample: Any) -> str:
     then the sample's age, ``sampled 12s ago`` (util49: one is stored every few heartbeats)."""
     if not isinstance(sample, dict) or not sample:
         return ""
-    value = sample.get("utilization_pct")
+    value = current_sample(sample, timezone.now()).get("utilization_pct")  # a stale one: not measured (left50)
     util = f"util {NOT_MEASURED}" if value is None else f"{value}% util"
     at = sampled_at(sample)
     return f"{util}, sampled {sample_age_text(at)}" if at else util

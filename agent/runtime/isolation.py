@@ -760,8 +760,9 @@ def cgroup_views(joined: list[Path], mounts: list[tuple[str, str, str]] | None =
 # --- the process-tree fallback ----------------------------------------------------------------------
 
 
-def descendants(root: int) -> list[int]:
-    """Every process under ``root`` by parent links (/proc), deepest last."""
+def descendants(root: int, *, living: bool = False) -> list[int]:
+    """Every process under ``root`` by parent links (/proc), deepest last; ``living``: less the
+    zombies (dead, waiting for their parent to reap them: a stopped one never does)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -770,8 +771,10 @@ def descendants(root: int) -> list[int]:
             text = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        ppid = int(text[text.rfind(")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
+        state, ppid = text[text.rfind(")") + 2 :].split()[:2]
+        if living and state in ("Z", "X"):
+            continue  # a zombie has no children: theirs were handed to the (sub)reaper at its death
+        children.setdefault(int(ppid), []).append(int(entry))
     out: list[int] = []
     todo = [root]
     while todo:
@@ -784,9 +787,11 @@ def descendants(root: int) -> list[int]:
 def kill_tree(root: int, sig: signal.Signals, *, include_root: bool = True) -> None:
     """Signal every descendant of ``root`` (then ``root``). The attempt's wrapper is a child
     subreaper, so processes that ``setsid`` or double-fork stay its descendants; SIGKILL repeats
-    until none is left, and kills the wrapper last (killed first, it would orphan them)."""
+    until none is left alive (a zombie is dead: under a stopped root, :func:`stop_then_kill_tree`,
+    it stays one, and 100 rounds waited on it, left50), and kills the wrapper last (killed first,
+    it would orphan them)."""
     for _ in range(100 if sig == signal.SIGKILL else 1):
-        pids = descendants(root)
+        pids = descendants(root, living=True)
         if not pids:
             break
         for pid in pids:

@@ -21,7 +21,7 @@ from fairway_cli.numbers import instant_text
 from fairway_cli.words import host_reason_words
 from scheduler import lifecycle
 from scheduler.api.params import cluster_only_params, cluster_param, host_state_param, refuse_unknown
-from scheduler.gpu_report import sampled_at, unreported
+from scheduler.gpu_report import current_sample, sampled_at, unreported
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent
 from scheduler.reports import occupancy
 from scheduler.services import (
@@ -45,7 +45,9 @@ class GpuSerializer(serializers.ModelSerializer):
     from its agent's last report (an inventory held for approval) has no sample: ``reported``
     false, ``missing_since`` and ``report_text`` say since when (``scheduler.gpu_report``).
     ``sampled_at``: when the server received the sample the numbers are from (``null``: none),
-    one sample period old at most while its agent reports (util49)."""
+    one sample period old at most while its agent reports (util49); a sample older than
+    ``FAIRWAY_HOST_LOST_AFTER_S`` is stale: its numbers ``null`` (not measured), ``sampled_at`` its
+    age (left50, ``gpu_report.current_sample``)."""
 
     reported = serializers.SerializerMethodField()
     missing_since = serializers.SerializerMethodField()
@@ -99,7 +101,7 @@ class GpuSerializer(serializers.ModelSerializer):
     def _sample(self, obj: GPU, key: str) -> float | None:
         if unreported(obj) is not None:
             return None  # measured by nothing now (its sample is dropped at the hold; an older hold's stays)
-        value = (obj.last_sample or {}).get(key)
+        value = current_sample(obj.last_sample, timezone.now()).get(key)  # a stale one: not measured (left50)
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
     def get_utilization_pct(self, obj: GPU) -> float | None:

@@ -8,13 +8,17 @@ every cluster every 5s``, with no time at all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -156,3 +160,66 @@ def test_the_clocks_retries_back_off_to_at_most_half_a_minute():
     assert [retry_delay(5.0, n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 30.0, 30.0]
     assert [retry_delay(0.2, n) for n in (1, 2)] == [0.2, 0.4]
     assert retry_delay(60.0, 3) == 60.0  # never sooner than the interval
+
+
+def _silent_redis(full: bool) -> tuple[socket.socket, list[socket.socket]]:
+    """A local TCP "Redis" that never answers: it accepts and never reads (``full=False``), or its
+    backlog of one is full and it never accepts, so that the kernel drops the next SYN (as a host
+    behind a firewall that drops them): a connect then waits for its timeout."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0 if full else 16)
+    held: list[socket.socket] = []  # closed by the test with the server
+    if full:
+        for _ in range(3):  # a backlog of 0 holds one or two, by kernel: then SYNs are dropped
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(server.getsockname())
+            held.append(filler)
+    else:
+
+        def accept() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    held.append(server.accept()[0])
+
+        threading.Thread(target=accept, daemon=True).start()
+    return server, held
+
+
+@pytest.mark.parametrize(
+    ("full", "said"),
+    [(False, "Timeout reading from socket"), (True, "Timeout connecting to server")],
+    ids=["accepts-never-answers", "drops-syns"],
+)
+def test_the_clock_bounds_its_wait_on_a_redis_that_never_answers_and_retries(tmp_path, full, said):
+    """left50: the clock's Redis clients (the broker, the markers) waited as long as redis-py's own
+    default (5 s in redis-py 8; none before it: forever) on a Redis that accepts and never answers,
+    or drops SYNs; now FAIRWAY_REDIS_CONNECT_TIMEOUT_S / FAIRWAY_REDIS_SOCKET_TIMEOUT_S bound it,
+    and the beat fails in one line and retries as for an unreachable one."""
+    env = _env(tmp_path)
+    migrated = subprocess.run(  # noqa: S603 -- our own manage.py, fixed arguments
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    server, held = _silent_redis(full)
+    try:
+        port = server.getsockname()[1]
+        env.update(
+            REDIS_URL=f"redis://127.0.0.1:{port}/3",
+            FAIRWAY_REDIS_CONNECT_TIMEOUT_S="0.5",
+            FAIRWAY_REDIS_SOCKET_TIMEOUT_S="0.5",
+        )
+        lines = _run_until(["clock", "--interval", "0.2"], env, ready="the clock tries again in 0.4s")
+    finally:
+        for sock in (server, *held):
+            sock.close()
+    _said_one_beat_failed(lines, rf"Redis 127\.0\.0\.1:{port}/3 is unreachable \(TimeoutError: {said}\)")
+    at = {
+        "start": next(line for line in lines if "a tick of every cluster" in line),
+        "failed": next(line for line in lines if "clock beat failed" in line),
+    }
+    stamp = {k: datetime.strptime(v[:23] + "+0000", "%Y-%m-%d %H:%M:%S,%f%z") for k, v in at.items()}
+    took = (stamp["failed"] - stamp["start"]).total_seconds()
+    assert took < 3, f"the first beat failed after {took:.1f} s (redis-py's default: 5 s)"

@@ -31,7 +31,7 @@ def _hello(host: Host, gpus: list[GPU], now) -> None:  # noqa: ANN001
 def test_a_gpu_missing_from_the_report_shows_no_sample_anywhere(hosts, admin, researcher, monkeypatch):
     host = hosts["h100-1"]
     gpus = list(GPU.objects.filter(host=host).order_by("index"))
-    t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=10)
+    t0 = timezone.now().replace(microsecond=0) - timedelta(minutes=4)  # left50: its sample not stale (5 min)
     sample = {"utilization_pct": 97, "memory_used_mb": 1234, "temperature_c": 71}
     lifecycle.record_heartbeat(host, [lifecycle.GpuSample(g.index, "healthy", (), sample) for g in gpus], now=t0)
     _hello(host, gpus[:3], t0 + timedelta(minutes=1))  # GPU 3 fell off the bus
