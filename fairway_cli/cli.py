@@ -103,7 +103,7 @@ from fairway_cli.words import (
     utilization_cells,
     why_waits_text,
 )
-from fairway_common.limits import EXEC_MAX_TIMEOUT_S
+from fairway_common.limits import DEFAULT_LOG_TAIL_BYTES, EXEC_MAX_TIMEOUT_S, MAX_LOG_TAIL_BYTES
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 NOT_LOGGED_IN_TEXT = "not logged in, or the token was revoked: run `fairway login`"
@@ -2028,12 +2028,22 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if not args.follow and tail["parts"] and not any(p.get("data") or p.get("error") for p in tail["parts"]):
             # nothing printed read as a command that did nothing (the page says "(empty)"); on
             # stderr, so `fairway logs ID > file` still holds only the log (try40)
-            sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: the log is empty]\n")
+            sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: {_no_log_text(tail['parts'], args.tail)}]\n")
         if args.follow and done and not finished:
             return _followed_end(api, args, wid, tail.get("attempt"))
         if not args.follow or done or finished:
             return EXIT_OK
         time.sleep(args.interval)
+
+
+def _no_log_text(parts: list[dict[str, Any]], asked: int) -> str:
+    """What ``fairway logs`` says of a tail with no text: an empty log, or a log whose last
+    ``asked`` bytes hold none of it (try50b: ``--tail 0`` of a 471-byte log read "the log is
+    empty"; a part's ``offset`` is where its text starts, the log's end when it sends none)."""
+    size = max((int(p.get("offset") or 0) for p in parts), default=0)
+    if size == 0:
+        return "the log is empty"
+    return f"none of its log's {size:,} bytes is within --tail {asked}"
 
 
 def _followed_end(api: Api, args: argparse.Namespace, wid: int, number: Any) -> int:
@@ -3165,7 +3175,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("logs", cmd_logs, "the tail of a workload's log")
     p.add_argument("id", help="the workload's id")
     p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
-    p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
+    p.add_argument(
+        "--tail",
+        type=whole_number(0, MAX_LOG_TAIL_BYTES),  # the server's bound: past it, refused there (try50b)
+        default=DEFAULT_LOG_TAIL_BYTES,
+        help=f"bytes from the end, 0 to {MAX_LOG_TAIL_BYTES} (default {DEFAULT_LOG_TAIL_BYTES})",
+    )
     p.add_argument(
         "--follow",
         "-f",

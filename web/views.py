@@ -75,6 +75,7 @@ from fairway_cli.words import (
     running_limit_text,
     utilization_words,
 )
+from fairway_common.limits import DEFAULT_LOG_TAIL_BYTES
 from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
@@ -1023,7 +1024,7 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
 
     def tails(attempt_id: int) -> list[Any]:
         try:
-            return attempt_log_tails(attempt_id, 16384)
+            return attempt_log_tails(attempt_id, DEFAULT_LOG_TAIL_BYTES)
         finally:
             connection.close()  # a pooled thread of its own: its connection must not outlive the request
 
