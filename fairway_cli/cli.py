@@ -361,8 +361,11 @@ def _error_text(status: int, body: Any) -> str:
     code = body.get("code", "error")
     if "detail" in body:
         return f"{body['detail']} ({code})"
+    # a problem of no one field says only its words: "non_field_errors:" is the API's key, no word
+    # for a person (try50b: a wrong password at `fairway login`)
     lines = [
-        f"{field}: {' '.join(map(str, msgs)) if isinstance(msgs, list) else msgs}"
+        ("" if field == "non_field_errors" else f"{field}: ")
+        + (" ".join(map(str, msgs)) if isinstance(msgs, list) else str(msgs))
         for field, msgs in body.items()
         if field != "code"
     ]

@@ -62,3 +62,18 @@ def test_the_server_and_the_agent_read_the_one_bound():
 
     assert views.MAX_LOG_TAIL_BYTES is MAX_LOG_TAIL_BYTES
     assert agent_client.MAX_LOG_TAIL_BYTES is MAX_LOG_TAIL_BYTES
+
+
+def test_a_refusal_not_of_one_field_reads_without_drfs_key():
+    """A wrong password at ``fairway login`` read "refused (invalid_credentials):\\n
+    non_field_errors: Wrong username or password.": the API's key for a problem of no one field
+    (README "Every error has one format") is no word for a person."""
+    from fairway_cli import cli as fairway_cli
+
+    text = fairway_cli._error_text(
+        400, {"non_field_errors": ["Wrong username or password."], "code": "invalid_credentials"}
+    )
+    assert text == "refused (invalid_credentials):\n  Wrong username or password."
+    # a field's problem keeps its field's name
+    text = fairway_cli._error_text(400, {"tail": ["tail is 0..65536 bytes."], "code": "invalid"})
+    assert text == "refused (invalid):\n  tail: tail is 0..65536 bytes."
