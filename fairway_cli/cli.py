@@ -63,6 +63,7 @@ from fairway_cli.waiting import (
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
+    NO_PYRAMID_HOURS,
     RETRIES_WORDS,
     THROTTLED_STATUS,
     THROTTLED_WORDS,
@@ -2595,7 +2596,7 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for r in reports:
         cover = r["range"]
         if not r["hours"]:
-            out.write(f"{r['cluster']}: no hour counted yet\n")
+            out.write(f"{r['cluster']}: {NO_PYRAMID_HOURS}\n")
             continue
         until = cover["partial_hour_until"]
         partial = f" and the current hour up to {when(until)}" if until else ""

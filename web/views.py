@@ -61,6 +61,7 @@ from fairway_cli.numbers import sample_age_text
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
+    NO_PYRAMID_HOURS,
     NOT_MEASURED,
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
@@ -1339,6 +1340,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         {
             "nav": "metrics",
             "availability_means": AVAILABILITY_MEANS,
+            "no_hours_text": NO_PYRAMID_HOURS,
             "impact_means": IMPACT_PER_BUDGET_MEANS,
             "occupancy": occupancy(clusters),
             "pyramids": pyramids,
