@@ -655,7 +655,15 @@ def cmd_logout(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """A password login's token, made for this machine, is deleted on the server; a personal token
     (``login --token``, made on the tokens page for scripts and other machines too) is only
     forgotten here: deleting it stopped every other use of it (tryout48). A token the server no
-    longer takes (revoked, expired) is forgotten here too, nothing to delete (break48b)."""
+    longer takes (revoked, expired) is forgotten here too, nothing to delete (break48b). With no
+    token saved there is nothing to log out (try50b: a second logout read "the server no longer
+    takes this token")."""
+    if not config.token:
+        if args.json:
+            emit_json({"server": config.server, "logged_out": True, "token_deleted": False}, out)
+        else:
+            out.write(f"not logged in to {config.server}: nothing to log out\n")
+        return EXIT_OK
     api = Api(config.server, config.token, escape=not args.json)
     try:
         current = next((t for t in api.call("GET", "tokens/") if t.get("current")), None)
