@@ -64,6 +64,8 @@ from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
     NO_PYRAMID_HOURS,
+    NO_UNFINISHED_WORKLOADS,
+    NO_WORKLOADS_MATCH,
     RETRIES_WORDS,
     THROTTLED_STATUS,
     THROTTLED_WORDS,
@@ -1091,6 +1093,8 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for w in rows:
         if w.get("idle"):
             out.write(f"#{w['id']} {idle_held_text(w['idle'])}\n")
+    if not rows:
+        out.write(f"{NO_UNFINISHED_WORKLOADS if params['state'] == UNFINISHED_STATES else NO_WORKLOADS_MATCH}\n")
     if page.get("count", 0) > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
     return EXIT_OK

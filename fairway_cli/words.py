@@ -348,6 +348,11 @@ def idle_held_text(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
 IMPACT_PER_BUDGET_MEANS = "delivered allocated GPU-hours against what was owed, min(entitlement, demand)"
 """What the metrics page's and ``fairway metrics``' impact per budget shows (``pyramid_report``'s ``budgets``)."""
 
+NO_WORKLOADS_MATCH = "no workloads match"
+"""An empty workload list: the web list's and ``fairway ls --all``'s (or with ``--state``)."""
+NO_UNFINISHED_WORKLOADS = "no unfinished workloads match: `fairway ls --all` lists finished ones too"
+"""An empty ``fairway ls`` of its default, the unfinished states (try50b: a bare header once all of a
+researcher's work had ended, nothing saying where it went)."""
 NO_PYRAMID_HOURS = (
     "no hour of this range was rolled up: the clock rolls up each hour of a cluster once it has ended,"
     " none before the cluster existed"

@@ -62,6 +62,7 @@ from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
     NO_PYRAMID_HOURS,
+    NO_WORKLOADS_MATCH,
     NOT_MEASURED,
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
@@ -571,6 +572,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
         "filter_errors": errors,
         "unfunded_note": UNFUNDED_ATTEMPT,  # the title of a minimum runtime marked unfunded (words46)
+        "no_match_text": NO_WORKLOADS_MATCH,  # as `fairway ls` says it (try50b)
         # the bulk actions only where one may change something: not on a list of ended work alone
         # (try61: ?state=succeeded offered "Cancel these 15", whose preview said "0 to cancel")
         "bulk_offered": bool(params and not errors and filtered.qs.exclude(state__in=Workload.FINAL_STATES).exists()),
