@@ -81,6 +81,7 @@ from agent.runtime.base import AttemptSpec, ExecError, Runtime, StartError
 from agent.runtime.pipe import PipeSession
 from agent.runtime.tty import InputOverflow, TtySession
 from agent.state import AttemptRecord, current_boot_id, monotonic_s
+from fairway_common.limits import MAX_LOG_TAIL_BYTES
 
 log = logging.getLogger(__name__)
 _ws_log = logging.getLogger("agent.websocket")
@@ -88,8 +89,6 @@ _ws_log = logging.getLogger("agent.websocket")
 # a log (docs/isolation.md): connection events only, even with log_level DEBUG.
 _ws_log.setLevel(logging.INFO)
 
-MAX_LOG_TAIL_BYTES = 64 * 1024
-"""Largest log tail sent in one ``log`` message, in bytes."""
 MAX_EXECS = 8
 """One-shot commands (``exec``) one agent runs at once; another is answered ``error`` ``busy``. Of
 them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy`` past it, left60)."""

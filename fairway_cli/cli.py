@@ -63,6 +63,9 @@ from fairway_cli.waiting import (
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
+    NO_PYRAMID_HOURS,
+    NO_UNFINISHED_WORKLOADS,
+    NO_WORKLOADS_MATCH,
     RETRIES_WORDS,
     THROTTLED_STATUS,
     THROTTLED_WORDS,
@@ -103,7 +106,7 @@ from fairway_cli.words import (
     utilization_cells,
     why_waits_text,
 )
-from fairway_common.limits import EXEC_MAX_TIMEOUT_S
+from fairway_common.limits import DEFAULT_LOG_TAIL_BYTES, EXEC_MAX_TIMEOUT_S, MAX_LOG_TAIL_BYTES
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 NOT_LOGGED_IN_TEXT = "not logged in, or the token was revoked: run `fairway login`"
@@ -361,8 +364,11 @@ def _error_text(status: int, body: Any) -> str:
     code = body.get("code", "error")
     if "detail" in body:
         return f"{body['detail']} ({code})"
+    # a problem of no one field says only its words: "non_field_errors:" is the API's key, no word
+    # for a person (try50b: a wrong password at `fairway login`)
     lines = [
-        f"{field}: {' '.join(map(str, msgs)) if isinstance(msgs, list) else msgs}"
+        ("" if field == "non_field_errors" else f"{field}: ")
+        + (" ".join(map(str, msgs)) if isinstance(msgs, list) else str(msgs))
         for field, msgs in body.items()
         if field != "code"
     ]
@@ -651,7 +657,15 @@ def cmd_logout(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """A password login's token, made for this machine, is deleted on the server; a personal token
     (``login --token``, made on the tokens page for scripts and other machines too) is only
     forgotten here: deleting it stopped every other use of it (tryout48). A token the server no
-    longer takes (revoked, expired) is forgotten here too, nothing to delete (break48b)."""
+    longer takes (revoked, expired) is forgotten here too, nothing to delete (break48b). With no
+    token saved there is nothing to log out (try50b: a second logout read "the server no longer
+    takes this token")."""
+    if not config.token:
+        if args.json:
+            emit_json({"server": config.server, "logged_out": True, "token_deleted": False}, out)
+        else:
+            out.write(f"not logged in to {config.server}: nothing to log out\n")
+        return EXIT_OK
     api = Api(config.server, config.token, escape=not args.json)
     try:
         current = next((t for t in api.call("GET", "tokens/") if t.get("current")), None)
@@ -1079,6 +1093,8 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for w in rows:
         if w.get("idle"):
             out.write(f"#{w['id']} {idle_held_text(w['idle'])}\n")
+    if not rows:
+        out.write(f"{NO_UNFINISHED_WORKLOADS if params['state'] == UNFINISHED_STATES else NO_WORKLOADS_MATCH}\n")
     if page.get("count", 0) > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
     return EXIT_OK
@@ -2028,12 +2044,22 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if not args.follow and tail["parts"] and not any(p.get("data") or p.get("error") for p in tail["parts"]):
             # nothing printed read as a command that did nothing (the page says "(empty)"); on
             # stderr, so `fairway logs ID > file` still holds only the log (try40)
-            sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: the log is empty]\n")
+            sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: {_no_log_text(tail['parts'], args.tail)}]\n")
         if args.follow and done and not finished:
             return _followed_end(api, args, wid, tail.get("attempt"))
         if not args.follow or done or finished:
             return EXIT_OK
         time.sleep(args.interval)
+
+
+def _no_log_text(parts: list[dict[str, Any]], asked: int) -> str:
+    """What ``fairway logs`` says of a tail with no text: an empty log, or a log whose last
+    ``asked`` bytes hold none of it (try50b: ``--tail 0`` of a 471-byte log read "the log is
+    empty"; a part's ``offset`` is where its text starts, the log's end when it sends none)."""
+    size = max((int(p.get("offset") or 0) for p in parts), default=0)
+    if size == 0:
+        return "the log is empty"
+    return f"none of its log's {size:,} bytes is within --tail {asked}"
 
 
 def _followed_end(api: Api, args: argparse.Namespace, wid: int, number: Any) -> int:
@@ -2582,7 +2608,7 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for r in reports:
         cover = r["range"]
         if not r["hours"]:
-            out.write(f"{r['cluster']}: no hour counted yet\n")
+            out.write(f"{r['cluster']}: {NO_PYRAMID_HOURS}\n")
             continue
         until = cover["partial_hour_until"]
         partial = f" and the current hour up to {when(until)}" if until else ""
@@ -3165,7 +3191,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("logs", cmd_logs, "the tail of a workload's log")
     p.add_argument("id", help="the workload's id")
     p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
-    p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
+    p.add_argument(
+        "--tail",
+        type=whole_number(0, MAX_LOG_TAIL_BYTES),  # the server's bound: past it, refused there (try50b)
+        default=DEFAULT_LOG_TAIL_BYTES,
+        help=f"bytes from the end, 0 to {MAX_LOG_TAIL_BYTES} (default {DEFAULT_LOG_TAIL_BYTES})",
+    )
     p.add_argument(
         "--follow",
         "-f",

@@ -348,6 +348,19 @@ def idle_held_text(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
 IMPACT_PER_BUDGET_MEANS = "delivered allocated GPU-hours against what was owed, min(entitlement, demand)"
 """What the metrics page's and ``fairway metrics``' impact per budget shows (``pyramid_report``'s ``budgets``)."""
 
+NO_WORKLOADS_MATCH = "no workloads match"
+"""An empty workload list: the web list's and ``fairway ls --all``'s (or with ``--state``)."""
+NO_UNFINISHED_WORKLOADS = "no unfinished workloads match: `fairway ls --all` lists finished ones too"
+"""An empty ``fairway ls`` of its default, the unfinished states (try50b: a bare header once all of a
+researcher's work had ended, nothing saying where it went)."""
+NO_PYRAMID_HOURS = (
+    "no hour of this range was rolled up: the clock rolls up each hour of a cluster once it has ended,"
+    " none before the cluster existed"
+)
+"""What the metrics page and ``fairway metrics`` say of a cluster's range with no hour to show: only
+a range that ends before the current hour can be one (try50b: the page said "No hourly roll-up
+yet: the clock computes one every hour.", the CLI "no hour counted yet", of a range before the
+cluster existed, which no later roll-up fills)."""
 AVAILABILITY_MEANS = "GPU healthy, host active, in the states at each hour's roll-up (the current hour's: now)"
 """What the pyramid's availability counts, on the metrics page and in ``fairway metrics``: sampled,
 not replayed (docs/standing.md, "Availability is sampled"; try58: a host draining for the last

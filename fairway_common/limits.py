@@ -1,8 +1,13 @@
-"""The exec and port-forward wire's bounds that the server, the agent and the CLI all read (each
+"""The log, exec and port-forward wire's bounds that the server, the agent and the CLI all read (each
 ships this package; the CLI's served wheel ships no ``agent``: ``agent.protocol`` re-exports them)."""
 
 from __future__ import annotations
 
+MAX_LOG_TAIL_BYTES = 64 * 1024
+"""Largest log tail, in bytes: one agent ``log`` message, the API's ``logs/?tail=`` and ``fairway logs
+--tail`` (try50b: the CLI sent a larger one to be refused by the server, exit 1, its help silent)."""
+DEFAULT_LOG_TAIL_BYTES = 16 * 1024
+"""The log tail asked when none is named: the API's ``logs/``, ``fairway logs``, a workload's page."""
 EXEC_MAX_TIMEOUT_S = 600
 """Longest ``exec.timeout_s``, seconds: the agent's protocol, the API and ``fairway exec --timeout``."""
 EXEC_CHUNK_BYTES = 32 * 1024

@@ -61,6 +61,8 @@ from fairway_cli.numbers import sample_age_text
 from fairway_cli.words import (
     AVAILABILITY_MEANS,
     IMPACT_PER_BUDGET_MEANS,
+    NO_PYRAMID_HOURS,
+    NO_WORKLOADS_MATCH,
     NOT_MEASURED,
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
@@ -75,6 +77,7 @@ from fairway_cli.words import (
     running_limit_text,
     utilization_words,
 )
+from fairway_common.limits import DEFAULT_LOG_TAIL_BYTES
 from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
@@ -569,6 +572,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
         "filter_errors": errors,
         "unfunded_note": UNFUNDED_ATTEMPT,  # the title of a minimum runtime marked unfunded (words46)
+        "no_match_text": NO_WORKLOADS_MATCH,  # as `fairway ls` says it (try50b)
         # the bulk actions only where one may change something: not on a list of ended work alone
         # (try61: ?state=succeeded offered "Cancel these 15", whose preview said "0 to cancel")
         "bulk_offered": bool(params and not errors and filtered.qs.exclude(state__in=Workload.FINAL_STATES).exists()),
@@ -1023,7 +1027,7 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
 
     def tails(attempt_id: int) -> list[Any]:
         try:
-            return attempt_log_tails(attempt_id, 16384)
+            return attempt_log_tails(attempt_id, DEFAULT_LOG_TAIL_BYTES)
         finally:
             connection.close()  # a pooled thread of its own: its connection must not outlive the request
 
@@ -1340,6 +1344,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         {
             "nav": "metrics",
             "availability_means": AVAILABILITY_MEANS,
+            "no_hours_text": NO_PYRAMID_HOURS,
             "impact_means": IMPACT_PER_BUDGET_MEANS,
             "occupancy": occupancy(clusters),
             "pyramids": pyramids,

@@ -8,6 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 
+from fairway_common.limits import DEFAULT_LOG_TAIL_BYTES, MAX_LOG_TAIL_BYTES
 from scheduler.api.serializers import (
     QuoteSerializer,
     WorkloadDetailSerializer,
@@ -48,7 +49,11 @@ def describe_workload_views(viewset: type) -> None:
         logs=extend_schema(
             parameters=[
                 OpenApiParameter("attempt", OpenApiTypes.INT, description="attempt number (default: the last)"),
-                OpenApiParameter("tail", OpenApiTypes.INT, description="bytes from the end, 0..65536 (16384)"),
+                OpenApiParameter(
+                    "tail",
+                    OpenApiTypes.INT,
+                    description=f"bytes from the end, 0..{MAX_LOG_TAIL_BYTES} ({DEFAULT_LOG_TAIL_BYTES})",
+                ),
             ],
             responses=LogTailSerializer,
         ),

@@ -26,6 +26,7 @@ from config.api import FairwayAPIView, FairwayViewSet, no_such
 from config.api import prefill as _prefill
 from config.pagination import FairwayLimitOffsetPagination
 from config.throttling import ExecRateThrottle, QuoteRateThrottle
+from fairway_common.limits import DEFAULT_LOG_TAIL_BYTES, MAX_LOG_TAIL_BYTES
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
@@ -95,7 +96,6 @@ from scheduler.services import (
     may_read_private,
 )
 
-MAX_LOG_TAIL_BYTES = 64 * 1024
 HISTORY_MAX = 10_000
 """At most this many finished attempts in one history answer."""
 
@@ -124,7 +124,7 @@ class WorkloadLogsMixin:
             raise no_such("workload", pk)
         if not may_read_private(request.user, workload, self.accessible_budget_ids):
             raise PermissionDenied(LOGS_FORBIDDEN)
-        values: dict[str, int | None] = {"tail": 16384, "attempt": None}
+        values: dict[str, int | None] = {"tail": DEFAULT_LOG_TAIL_BYTES, "attempt": None}
         for field in values:  # the refusal names the parameter that is not a number
             given = int_param(field, request.query_params.get(field), f"{field} is an integer.")
             values[field] = given if given is not None else values[field]

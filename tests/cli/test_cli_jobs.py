@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from fairway_cli.cli import EXIT_API, EXIT_OK
+from fairway_cli.words import NO_WORKLOADS_MATCH
 from scheduler.models import ArrayGroup, Mount, NotificationSettings, Workload
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
 
@@ -64,7 +65,8 @@ def test_ls_of_a_group_that_does_not_exist_is_an_error(logged_in, cluster):  # n
     assert code == EXIT_OK, err
     group = ArrayGroup.objects.get()
     code, out, err = logged_in("ls", "--group", str(group.pk), "--state", "running")
-    assert code == EXIT_OK and err == "" and len(out.strip().splitlines()) == 1  # the header
+    # the header, and (try50b) that nothing matches
+    assert code == EXIT_OK and err == "" and out.strip().splitlines()[1:] == [NO_WORKLOADS_MATCH]
 
 
 def test_bad_job_options_print_their_field(logged_in):  # noqa: F811

@@ -60,3 +60,15 @@ def test_logout_with_a_token_the_server_no_longer_takes_forgets_it_here(cli, res
     assert (code, err) == (EXIT_OK, "")
     assert out == "logged out here (the server no longer takes this token)\n"
     assert json.loads((tmp_path / "config.json").read_text()).get("token", "") == ""
+
+
+def test_a_second_logout_says_there_was_no_token(cli, researcher, cluster, live_server):  # noqa: F811
+    """try50b: ``fairway logout`` twice said "logged out here (the server no longer takes this
+    token)" the second time, of a token it had already forgotten: none was saved."""
+    assert cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
+    assert cli("logout")[0] == EXIT_OK
+
+    code, out, err = cli("logout")
+
+    assert (code, err) == (EXIT_OK, "")
+    assert out == f"not logged in to {live_server.url}: nothing to log out\n"
