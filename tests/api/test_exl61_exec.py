@@ -122,7 +122,7 @@ def test_a_readopted_attempt_is_refused_saying_why_and_what_to_do(running, resea
     assert (got.status_code, got.json()["code"]) == (409, "exec_readopted"), got.json()
     said = got.json()["detail"]
     assert "restarted" in said and "memory" in said and f"fairway logs {w.pk}" in said, said
-    assert "77" not in said  # the wire id means nothing to its owner
+    assert "attempt 77" not in said  # the wire id means nothing to its owner (the page's ids may hold 77)
 
 
 def test_a_web_process_holds_a_bounded_number_of_sessions(running, researcher, settings) -> None:
