@@ -97,9 +97,9 @@ class World:
             owner: dict[tuple[type[models.Model], Any], str] = {}
             values: dict[str, Any] = {}
             for name, (needs, make) in self.makers.items():
-                before = _every_row()
+                before = every_row()
                 value = values[name] = make(values)
-                after = _every_row()
+                after = every_row()
                 rows, changed = _added_and_changed(before, after)
                 kept = all(owner.get(key) == name for key in changed)
                 for model, added in rows:
@@ -120,7 +120,7 @@ def _values(row: models.Model) -> tuple[Any, ...]:
     return tuple(getattr(row, f.attname) for f in row._meta.concrete_fields)
 
 
-def _every_row() -> dict[type[models.Model], dict[Any, models.Model]]:
+def every_row() -> dict[type[models.Model], dict[Any, models.Model]]:
     return {model: {row.pk: row for row in model._base_manager.all()} for model in _models()}
 
 

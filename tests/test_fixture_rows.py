@@ -11,7 +11,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from budgets.models import Budget
-from tests.fixture_rows import World, _every_row
+from tests.fixture_rows import World, every_row
 
 
 def _shape(rows: dict[type[models.Model], dict[Any, models.Model]]) -> dict[str, list[tuple[Any, ...]]]:
@@ -59,13 +59,13 @@ def _not_put_back() -> None:
 def test_the_rows_put_back_are_the_rows_the_services_make(db: None, fixture_rows: World) -> None:
     with transaction.atomic():
         _every_part(fixture_rows)
-        put_back = _every_row()
+        put_back = every_row()
         transaction.set_rollback(True)
     with transaction.atomic():
         values: dict[str, Any] = {}
         for name, (_needs, make) in fixture_rows.makers.items():
             values[name] = make(values)
-        made = _every_row()
+        made = every_row()
         transaction.set_rollback(True)
     assert _shape(put_back) == _shape(made)
     assert sum(len(rows) for rows in put_back.values()) >= 40  # budgets, users, memberships, hosts, GPUs…
