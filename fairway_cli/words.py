@@ -37,6 +37,11 @@ MAINTENANCE_WORDS = "GPUs reserved for maintenance"
 "Scheduled drains"): the lists' words, its page's "reserved for maintenance" (list59: the lists read
 "GPUs reserved for a larger job" while the page named the drain)."""
 
+NOT_SCHEDULABLE_WORDS = "not schedulable"
+"""A free GPU no workload can be given now (its host is not active, or it reports unhealthy): the
+occupancy bar's grey part (the API's ``unavailable``) and the GPU grid's grey tiles, in one wording
+(left51: the bar read "unavailable" above a grid legend reading "host not schedulable")."""
+
 COMMAND_TOO_LONG = "The command is too long to send to its host."
 """``exec``'s ``invalid_command`` of a command past what one message to the agent carries (the
 API's, ``scheduler.execs``), and ``fairway exec -it``'s of one past the server's websocket frame

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
 from fairway_cli.words import (
+    NOT_SCHEDULABLE_WORDS,
     RETRIES_WORDS,
     drain_only,
     draining_host_words,
@@ -45,6 +46,13 @@ def duration(seconds: Any) -> str:
 def retries_words() -> str:
     """:data:`fairway_cli.words.RETRIES_WORDS`: what ``retries`` re-runs, and what it never does."""
     return RETRIES_WORDS
+
+
+@register.simple_tag
+def not_schedulable_words() -> str:
+    """:data:`fairway_cli.words.NOT_SCHEDULABLE_WORDS`: the occupancy bar's grey part and the GPU
+    grid's grey tiles, in one wording (left51)."""
+    return NOT_SCHEDULABLE_WORDS
 
 
 @register.simple_tag
