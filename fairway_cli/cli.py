@@ -88,6 +88,7 @@ from fairway_cli.words import (
     in_flags,
     no_attempt_text,
     nothing_to_change_text,
+    occupancy_now_text,
     occupancy_parts_text,
     quote_start_text,
     rank_words,
@@ -2599,31 +2600,39 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     since = args.since  # neither: the server's default, the 7 days before --until (or now)
     if args.days is not None:
         since = datetime.fromtimestamp(time.time() - args.days * 86400, tz=UTC).isoformat().replace("+00:00", "Z")
-    reports = Api(config.server, config.token, escape=not args.json).call(
-        "GET", "metrics/pyramid/", params={"cluster": args.cluster, "since": since, "until": args.until}
-    )
-    if args.json:
+    api = Api(config.server, config.token, escape=not args.json)
+    reports = api.call("GET", "metrics/pyramid/", params={"cluster": args.cluster, "since": since, "until": args.until})
+    if args.json:  # the API's pyramid as it is (its occupancy now: the API's metrics/)
         emit_json(reports, out)
         return EXIT_OK
+    # the page's occupancy right now, after the pyramid: the API's metrics/ (left51)
+    now = {o["cluster"]: o for o in api.call("GET", "metrics/", params={"cluster": args.cluster})}
     for r in reports:
-        cover = r["range"]
-        if not r["hours"]:
-            out.write(f"{r['cluster']}: {NO_PYRAMID_HOURS}\n")
-            continue
-        until = cover["partial_hour_until"]
-        partial = f" and the current hour up to {when(until)}" if until else ""
-        hours = cover["complete_hours"]
-        out.write(
-            f"{r['cluster']}: {when(cover['since'])} to {when(cover['until'])}, "
-            f"{hours} complete hour{'' if hours == 1 else 's'}{partial}\n"
-        )
-        t = r["total"]
-        out.write(f"  availability  {_pct(t['availability'])} ({AVAILABILITY_MEANS})\n")
-        out.write(f"  occupancy     {_pct(t['occupancy'])} ({occupancy_parts_text(t)})\n")
-        out.write(f"  utilization   {t['utilization_text']}\n")
-        out.write(f"  impact        {_pct(t['impact'])}\n")
-        _impact_per_budget(r, out)
+        _pyramid_lines(r, out)
+        if r["cluster"] in now:
+            out.write(f"  right now     {occupancy_now_text(now[r['cluster']])}\n")
     return EXIT_OK
+
+
+def _pyramid_lines(r: dict[str, Any], out: TextIO) -> None:
+    """One cluster's pyramid of ``fairway metrics``, as the metrics page shows it."""
+    cover = r["range"]
+    if not r["hours"]:
+        out.write(f"{r['cluster']}: {NO_PYRAMID_HOURS}\n")
+        return
+    until = cover["partial_hour_until"]
+    partial = f" and the current hour up to {when(until)}" if until else ""
+    hours = cover["complete_hours"]
+    out.write(
+        f"{r['cluster']}: {when(cover['since'])} to {when(cover['until'])}, "
+        f"{hours} complete hour{'' if hours == 1 else 's'}{partial}\n"
+    )
+    t = r["total"]
+    out.write(f"  availability  {_pct(t['availability'])} ({AVAILABILITY_MEANS})\n")
+    out.write(f"  occupancy     {_pct(t['occupancy'])} ({occupancy_parts_text(t)})\n")
+    out.write(f"  utilization   {t['utilization_text']}\n")
+    out.write(f"  impact        {_pct(t['impact'])}\n")
+    _impact_per_budget(r, out)
 
 
 def _impact_per_budget(report: dict[str, Any], out: TextIO) -> None:

@@ -589,6 +589,17 @@ def occupancy_words(busy: int, gpus: int) -> str:
     return f"{busy} of {gpus} GPU{'s' if gpus != 1 else ''} occupied ({percent_text(busy / gpus if gpus else 0.0)})"
 
 
+def occupancy_now_text(o: Mapping[str, Any]) -> str:
+    """A cluster's occupancy right now with its split, as the metrics page ends and ``fairway
+    metrics`` says it (left51: the CLI lacked it): ``8 of 20 GPUs occupied (40%): 8 by allocated
+    work (40%), 0 by unallocated work``. ``o``: the API's ``metrics/`` entry (``Occupancy.as_dict``)."""
+    gpus = o.get("gpus") or 0
+    allocated = o.get("allocated") or 0
+    share = percent_text(allocated / gpus if gpus else 0.0)
+    unallocated = o.get("unallocated") or 0
+    return f"{o['occupancy_text']}: {allocated} by allocated work ({share}), {unallocated} by unallocated work"
+
+
 def ordinal_text(n: int) -> str:
     """``1st``, ``2nd``, ``3rd``, ``11th``, ``22nd``."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")

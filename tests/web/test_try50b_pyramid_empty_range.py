@@ -9,7 +9,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from fairway_cli.words import NO_PYRAMID_HOURS
+from fairway_cli.words import NO_PYRAMID_HOURS, occupancy_now_text
+from scheduler.reports import occupancy
 from tests.browser import log_in
 from tests.cli.inprocess import run_cli
 
@@ -33,4 +34,5 @@ def test_the_metrics_page_says_a_past_empty_range_in_the_clis_words(new_page, re
 def test_fairway_metrics_says_it_in_the_pages_words(monkeypatch, researcher, cluster):
     since, until = _past_range()
     out = run_cli(monkeypatch, researcher, "metrics", "--since", since, "--until", until)
-    assert out == f"{cluster.name}: {NO_PYRAMID_HOURS}\n"
+    now = occupancy_now_text(occupancy([cluster])[0].as_dict())  # then occupancy right now (left51)
+    assert out == f"{cluster.name}: {NO_PYRAMID_HOURS}\n  right now     {now}\n"

@@ -17,6 +17,7 @@ from fairway_cli.words import (
     RETRIES_WORDS,
     drain_only,
     draining_host_words,
+    occupancy_now_text,
     occupancy_parts_text,
     reason_words,
     silent_host_words,
@@ -110,6 +111,13 @@ def occupancy_parts(total: Any) -> str:
     """:func:`fairway_cli.words.occupancy_parts_text`: the pyramid's occupancy split, its parts
     adding up to the whole's percentage, as ``fairway metrics`` writes it."""
     return occupancy_parts_text(total if isinstance(total, dict) else {})
+
+
+@register.filter
+def occupancy_now(o: Any) -> str:
+    """:func:`fairway_cli.words.occupancy_now_text` of a cluster's ``reports.Occupancy``: the metrics
+    page's occupancy right now, as ``fairway metrics`` says it."""
+    return occupancy_now_text(o.as_dict())
 
 
 @register.filter
