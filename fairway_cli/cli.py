@@ -107,7 +107,8 @@ from fairway_cli.words import (
     utilization_cells,
     why_waits_text,
 )
-from fairway_common.limits import DEFAULT_LOG_TAIL_BYTES, EXEC_MAX_TIMEOUT_S, MAX_LOG_TAIL_BYTES
+from fairway_common.durations import back_problem
+from fairway_common.limits import DEFAULT_LOG_TAIL_BYTES, EXEC_MAX_TIMEOUT_S, MAX_BACK_DAYS, MAX_LOG_TAIL_BYTES
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 NOT_LOGGED_IN_TEXT = "not logged in, or the token was revoked: run `fairway login`"
@@ -535,8 +536,19 @@ def when(value: str | None) -> str:
     return instant_text(value)
 
 
-MAX_DAYS_BACK = 400
-"""The furthest back the server reads an instant (``scheduler.api.params.MAX_BACK``)."""
+MAX_DAYS_BACK = MAX_BACK_DAYS
+"""The furthest back the server reads an instant (``fairway_common.limits``, the API's bound too)."""
+
+
+def _instant_back(text: str) -> str:
+    """``--since``, ``--until``: the text as given (the server reads a date, a duration back, and
+    refuses any other in its words), but a duration back outside the server's bounds is refused
+    here, a usage error in the API's words (left51: ``fairway history --since 0d`` exited 1 with the
+    server's 400 where ``fairway metrics --days 0`` was a usage error)."""
+    problem = back_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: {problem}")
+    return text
 
 
 _positive_int = whole_number(1)
@@ -3243,21 +3255,26 @@ def build_parser() -> argparse.ArgumentParser:
     back.add_argument("--days", type=_days_back, help="how far back from now (default 7, as the metrics page)")
     back.add_argument(
         "--since",
+        type=_instant_back,
         help="the range's start, as the metrics page and the API: a duration back (30d, 2w) or a date (2026-11-01)",
     )
-    p.add_argument("--until", help="the range's end, as --since (default now)")
+    p.add_argument("--until", type=_instant_back, help="the range's end, as --since (default now)")
 
     p = add("statement", cmd_statement, "a budget's statement (CSV): GPU-hours by UTC day, project and user")
     p.add_argument("budget", help="a budget path, e.g. nlp or nlp/olmo (members of it or above, admins)")
-    p.add_argument("--since", help="first UTC day: YYYY-MM-DD, a date-time or 7d back (default: 30 days ago)")
-    p.add_argument("--until", help="last UTC day, as --since (default today)")
+    p.add_argument(
+        "--since", type=_instant_back, help="first UTC day: YYYY-MM-DD, a date-time or 7d back (default: 30 days ago)"
+    )
+    p.add_argument("--until", type=_instant_back, help="last UTC day, as --since (default today)")
 
     p = add(
         "history",
         cmd_history,
         "finished attempts like sacct: when, how long, why they ended, GPU-hours, GPU utilization",
     )
-    p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")
+    p.add_argument(
+        "--since", default="7d", type=_instant_back, help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)"
+    )
     p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
     p.add_argument("--limit", type=_positive_int, default=1000, help="at most this many, newest first (default 1000)")

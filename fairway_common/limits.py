@@ -26,3 +26,13 @@ STREAM_RETRY_AFTER_KEY = "retry_after"
 """The key of the close reason ``{"retry_after": N}`` of a refusal of ``/ws/exec/`` or
 ``/ws/port-forward/`` whose API answer has ``Retry-After: N`` (``scheduler.exec_session`` writes it,
 ``fairway_cli.session`` reads it; ws47)."""
+MAX_BACK_DAYS = 400
+"""The furthest back, in days, an instant may be given as a duration back from now (``400d``): the
+API's ``since`` and ``until`` (``scheduler.api.params.parse_instant``: ``workloads/history/``,
+``metrics/pyramid/``, a budget's statement) and the CLI's ``--since``, ``--until`` and ``fairway
+metrics --days``, which refuses one past it itself (exit 2; left51: ``fairway history --since 0d``
+went to the server, exit 1, where ``fairway metrics --days 0`` was the CLI's usage error)."""
+MAX_BACK_S = MAX_BACK_DAYS * 86_400
+BACK_RANGE_TEXT = f"a duration from 1s to {MAX_BACK_DAYS}d back, or a date"
+"""The refusal of a duration back outside 1 s to :data:`MAX_BACK_DAYS`: the API's 400 and the CLI's
+usage error say it alike."""

@@ -23,12 +23,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
-import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fairway_common import durations as _durations
 from fairway_common.numbers import ascii_float
 
 COLUMNS: tuple[str, ...] = ("job_id", "submit_time_s", "vc", "num_gpus", "duration_s", "duration_pcs_s")
@@ -214,37 +214,13 @@ def select_jobs(
 
 # --- durations ---------------------------------------------------------------------------------
 
-DURATION_RE = re.compile(r"^(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
-"""Weeks, days, hours, minutes, seconds, each at most once and in that order (``2w3d``, ``6d12h``):
-the one grammar of durations, here and in the scenario files."""
-
-MAX_DURATION_DIGITS = 30
-"""Digits of a duration (or of one of its units) at most: far past any bound a caller checks."""
-
-DURATION_FORMS = "90s, 30m, 2h, 1d, 2w, 6d12h, 0"
-"""Examples of every unit, for error messages and help."""
-
-
-def duration_seconds(match: re.Match[str]) -> int:
-    """Seconds of a :data:`DURATION_RE` match."""
-    weeks, days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return (((weeks * 7 + days) * 24 + hours) * 60 + minutes) * 60 + seconds
-
-
-def parse_duration(text: str) -> int:
-    """Seconds of a duration like ``90s``, ``30m``, ``2h``, ``1d``, ``2w``, ``6d12h`` or a plain number of seconds.
-
-    Raises ``ValueError`` on anything else (the same grammar as the scenario files).
-    """
-    raw = text.strip().lower()
-    # ASCII digits only, and few enough for int() ("١٢" and "９h" were read, "²" and 5,000 digits
-    # were int()'s own errors: brk35)
-    if raw.isascii() and raw.isdigit() and len(raw) <= MAX_DURATION_DIGITS:
-        return int(raw)
-    match = DURATION_RE.match(raw) if len(raw) <= 5 * MAX_DURATION_DIGITS else None
-    if not raw or match is None or not any(match.groups()):
-        raise ValueError(f"{text[:40]!r} is not a duration (examples: {DURATION_FORMS})")
-    return duration_seconds(match)
+# The one grammar of durations (``DURATION_RE``, ``parse_duration``) lives in
+# ``fairway_common.durations``, which the CLI ships too (left51: it checks a duration back itself).
+DURATION_RE = _durations.DURATION_RE
+MAX_DURATION_DIGITS = _durations.MAX_DURATION_DIGITS
+DURATION_FORMS = _durations.DURATION_FORMS
+duration_seconds = _durations.duration_seconds
+parse_duration = _durations.parse_duration
 
 
 def format_duration(seconds: float) -> str:

@@ -10,11 +10,13 @@ from typing import Any
 from django.utils.dateparse import parse_date, parse_datetime
 from rest_framework import serializers
 
+from fairway_common.limits import BACK_RANGE_TEXT, MAX_BACK_DAYS
 from scheduler.models import Cluster, Host
 from scheduler.trace import parse_duration
 
-MAX_BACK = timedelta(days=400)
-"""The furthest back an instant may be given as a duration (``400d``)."""
+MAX_BACK = timedelta(days=MAX_BACK_DAYS)
+"""The furthest back an instant may be given as a duration (``400d``): ``fairway_common.limits``, the
+CLI's bound too."""
 
 INSTANT_HELP = "a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time (e.g. 2026-11-01T00:00Z)"
 
@@ -58,7 +60,7 @@ def parse_instant(name: str, raw: str | None, now: datetime, default: datetime) 
     except ValueError:
         raise serializers.ValidationError({name: [instant_problem(raw)]}, code="invalid") from None
     if not 0 < seconds <= MAX_BACK.total_seconds():
-        raise serializers.ValidationError({name: ["a duration from 1s to 400d back, or a date"]}, code="invalid")
+        raise serializers.ValidationError({name: [BACK_RANGE_TEXT]}, code="invalid")
     return now - timedelta(seconds=seconds)
 
 

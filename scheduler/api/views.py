@@ -400,7 +400,9 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         now = timezone.now()
         since = parse_instant("since", params.get("since"), now, now - timedelta(days=7))
         if not timedelta(0) < now - since <= MAX_BACK:
-            raise ValidationError({"since": ["an instant in the past, at most 400 days back"]}, code="invalid")
+            raise ValidationError(
+                {"since": [f"an instant in the past, at most {MAX_BACK.days} days back"]}, code="invalid"
+            )
         limit = int_param("limit", params.get("limit"), "an integer")
         limit = HISTORY_MAX if limit is None else limit
         if not 1 <= limit <= HISTORY_MAX:
