@@ -367,7 +367,8 @@ REDIS_URL = env_redis_url("REDIS_URL")
 # The broker's and the markers' Redis clients (the clock, the workers, the web's sends) wait at
 # most this long to connect and for an answer: a Redis that accepts and never answers, or drops
 # SYNs, fails a clock beat in one line and it tries again (left50), never waits on redis-py's
-# default (5 s in redis-py 8, none before). The channel layer reads with its own 30 s (below).
+# default (5 s in redis-py 8, none before). The web's cache takes both (left51), the channel layer
+# the connect timeout: it reads with its own 30 s (below).
 REDIS_CONNECT_TIMEOUT_S = env_float("FAIRWAY_REDIS_CONNECT_TIMEOUT_S", 5.0, minimum=0.1)
 REDIS_SOCKET_TIMEOUT_S = env_float("FAIRWAY_REDIS_SOCKET_TIMEOUT_S", 5.0, minimum=0.1)
 REDIS_CLIENT_TIMEOUTS = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S, "socket_timeout": REDIS_SOCKET_TIMEOUT_S}
@@ -379,9 +380,17 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # redis-py 8 reads with a 5 s socket timeout by default, exactly channels-redis's 5 s
             # BZPOPMIN: a busy event loop then kills consumers with TimeoutError; and its pool of
-            # 100 connections is too small for a web process holding ~1,000 agents.
+            # 100 connections is too small for a web process holding ~1,000 agents. Its connect waits
+            # FAIRWAY_REDIS_CONNECT_TIMEOUT_S (left51: redis-py's default, 5 s an attempt).
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 1000}],
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
+                        "socket_timeout": 30,
+                        "max_connections": 1000,
+                    }
+                ],
                 "capacity": 1000,
                 "expiry": 30,
             },
@@ -427,6 +436,8 @@ if REDIS_URL:
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": CACHE_KEY_PREFIX,
             "TIMEOUT": 3600,
+            # its redis-py pool's keyword arguments: the connect and read bounds (left51)
+            "OPTIONS": dict(REDIS_CLIENT_TIMEOUTS),
         }
     }
 else:

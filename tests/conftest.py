@@ -231,7 +231,14 @@ def redis_cache(settings: Any) -> Iterator[str]:
     if not url:
         pytest.skip("needs Redis (REDIS_URL)")
     prefix = f"fairway-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    settings.CACHES = {"default": {"BACKEND": "config.cache.FairwayRedisCache", "LOCATION": url, "KEY_PREFIX": prefix}}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "config.cache.FairwayRedisCache",
+            "LOCATION": url,
+            "KEY_PREFIX": prefix,
+            "OPTIONS": dict(settings.REDIS_CLIENT_TIMEOUTS),  # as config/settings.py (left51)
+        }
+    }
     try:
         yield prefix
     finally:
