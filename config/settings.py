@@ -117,9 +117,20 @@ def env_log_level(name: str, default: str) -> str:
 def env_url(name: str, default: str) -> str:
     """An ``http://`` or ``https://`` URL with a host, or "" (unset); raises ImproperlyConfigured."""
     value = env_str(name, default).strip()
-    if value and not re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", value):
+    if value and not (re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", value) and _names_a_server(value)):
         raise ImproperlyConfigured(f"{name}={value!r} is not an http(s) URL such as https://fairway.example.org")
     return value
+
+
+def _names_a_server(url: str) -> bool:
+    """``url`` has a host and, if any, a port of 1-65535, as ``urlsplit`` reads them: the pattern
+    above took ``http://[::1`` (a bracket left open) and ``:99999``, and the join's answer, built
+    with ``urlsplit`` after the host was registered, was a 500 (brk51)."""
+    try:
+        parts = urlsplit(url)
+        return bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad bracket, a port not a number or out of range
+        return False
 
 
 def env_email_backend(name: str, default: str) -> str:
