@@ -368,7 +368,12 @@ STATIC_URL = "static/"
 # collectstatic's target (the server image collects into /opt/fairway/static at build time).
 STATIC_ROOT = Path(os.environ.get("FAIRWAY_STATIC_ROOT") or VAR_DIR / "static")
 STATICFILES_DIRS = [BASE_DIR / "static"]  # Fairway's own CSS; third-party assets come from their packages
-STATIC_ROOT.mkdir(exist_ok=True)
+try:  # a missing parent or a file there was a FileNotFoundError / FileExistsError traceback (brk51)
+    STATIC_ROOT.mkdir(exist_ok=True)
+except FileExistsError:
+    raise ImproperlyConfigured(f"FAIRWAY_STATIC_ROOT={str(STATIC_ROOT)!r} is not a directory") from None
+except OSError as _exc:
+    raise ImproperlyConfigured(f"FAIRWAY_STATIC_ROOT={str(STATIC_ROOT)!r} cannot be created: {_exc.strerror}") from None
 # WhiteNoise serves static files from the web process; it also finds them in the apps, so the
 # embedded mode works without `collectstatic` (production runs collectstatic for compression).
 WHITENOISE_USE_FINDERS = True

@@ -5,9 +5,13 @@ Each was taken before its fix, and failed later:
 - ``FAIRWAY_PUBLIC_URL=http://[::1`` (a bracket left open) or a port past 65535 passed the URL's
   pattern; ``POST /agent/join`` then registered the host and spent the join token before its
   answer's ``websocket_url`` raised ``ValueError`` (a 500: the host token lost, the name taken).
+- ``FAIRWAY_STATIC_ROOT`` under a missing directory, or naming a file, was a ``FileNotFoundError`` /
+  ``FileExistsError`` traceback from ``settings.py`` (``FAIRWAY_VAR_DIR`` is refused by name).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -28,3 +32,16 @@ def test_a_public_url_that_names_no_server_is_refused_by_name(monkeypatch: pytes
 )
 def test_a_public_url_with_a_server_is_taken(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
     assert load_settings(monkeypatch, FAIRWAY_PUBLIC_URL=url)["FAIRWAY"]["PUBLIC_URL"] == url
+
+
+def test_a_static_root_that_cannot_be_made_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "static"
+    with pytest.raises(ImproperlyConfigured, match=r"^FAIRWAY_STATIC_ROOT=.* cannot be created"):
+        load_settings(monkeypatch, FAIRWAY_STATIC_ROOT=str(missing))
+    assert not (tmp_path / "no").exists()  # nothing made
+    a_file = tmp_path / "static"
+    a_file.write_text("")
+    with pytest.raises(ImproperlyConfigured, match=r"^FAIRWAY_STATIC_ROOT=.* is not a directory"):
+        load_settings(monkeypatch, FAIRWAY_STATIC_ROOT=str(a_file))
+    made = tmp_path / "made"
+    assert load_settings(monkeypatch, FAIRWAY_STATIC_ROOT=str(made))["STATIC_ROOT"] == made and made.is_dir()
