@@ -616,6 +616,13 @@ FAIRWAY_POSIX_MIN_UID = env_int("FAIRWAY_POSIX_MIN_UID", 1000, minimum=1, maximu
 
 # Prometheus scrape of /metrics: with a token set, the scrape sends `Authorization: Bearer <token>`.
 FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")
+# A scrape sends it in a header (scheduler.prom.scrape_authorized): a blank at an end is cut from the
+# header, a non-ASCII byte reads as Latin-1; such a token answered every scrape 401 for good (brk51).
+if FAIRWAY_METRICS_TOKEN and not re.fullmatch(r"[!-~]([ -~]*[!-~])?", FAIRWAY_METRICS_TOKEN):
+    raise ImproperlyConfigured(  # never quoted: a secret
+        "FAIRWAY_METRICS_TOKEN holds a blank at an end, a control character or one that is not ASCII:"
+        " no scrape can send it (Authorization: Bearer <token>); use printable ASCII"
+    )
 # Per web process, seconds an answer is kept: /readyz's check results (any caller), and /metrics's
 # exposition while no token is set (anyone may scrape): a flood costs one set of queries each.
 FAIRWAY_READYZ_CACHE_S = env_float("FAIRWAY_READYZ_CACHE_S", 1.0, minimum=0.0, maximum=60.0)

@@ -45,3 +45,24 @@ def test_a_static_root_that_cannot_be_made_is_refused_by_name(monkeypatch: pytes
         load_settings(monkeypatch, FAIRWAY_STATIC_ROOT=str(a_file))
     made = tmp_path / "made"
     assert load_settings(monkeypatch, FAIRWAY_STATIC_ROOT=str(made))["STATIC_ROOT"] == made and made.is_dir()
+
+
+@pytest.mark.parametrize("token", [" ", "s3cret ", " s3cret", "s3crét", "s3\tcret", "s3cret\u200b"])
+def test_a_metrics_token_no_scrape_can_send_is_refused_without_quoting_it(
+    monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    """Taken before, it answered every scrape 401 for good: a blank at an end is cut from the
+    header before the comparison, and a header's non-ASCII byte reads as Latin-1."""
+    with pytest.raises(ImproperlyConfigured, match=r"^FAIRWAY_METRICS_TOKEN holds ") as refused:
+        load_settings(monkeypatch, FAIRWAY_METRICS_TOKEN=token)
+    assert "s3c" not in str(refused.value)  # a secret: never in a log line
+
+
+@pytest.mark.parametrize("token", ["s3cret", "a-b_c.d~e!", "two words"])
+def test_a_metrics_token_of_printable_ascii_is_taken(monkeypatch: pytest.MonkeyPatch, token: str) -> None:
+    assert load_settings(monkeypatch, FAIRWAY_METRICS_TOKEN=token)["FAIRWAY_METRICS_TOKEN"] == token
+
+
+def test_a_metrics_token_with_a_blank_inside_authorizes_its_scrape(client: object, settings: object, db: None) -> None:
+    settings.FAIRWAY_METRICS_TOKEN = "two words"  # type: ignore[attr-defined]
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer two words").status_code == 200  # type: ignore[attr-defined]
