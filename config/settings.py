@@ -207,6 +207,14 @@ ALLOWED_HOSTS = [
     h.strip() for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()
 ]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+# Django's check of it (4_0.E001) stops manage.py commands only: the web process runs no checks, and
+# started taking nothing from an origin without its scheme (brk51).
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not re.fullmatch(r"[a-z][a-z0-9+.-]*://[^/\s]+", _origin, flags=re.IGNORECASE):
+        raise ImproperlyConfigured(
+            f"CSRF_TRUSTED_ORIGINS={_origin!r} is not an origin such as https://fairway.example.org"
+            " (scheme://host[:port], comma-separated)"
+        )
 
 INSTALLED_APPS = [
     # first: its `changepassword` (saying which API tokens the change ended) wins over django.contrib.auth's

@@ -66,3 +66,24 @@ def test_a_metrics_token_of_printable_ascii_is_taken(monkeypatch: pytest.MonkeyP
 def test_a_metrics_token_with_a_blank_inside_authorizes_its_scrape(client: object, settings: object, db: None) -> None:
     settings.FAIRWAY_METRICS_TOKEN = "two words"  # type: ignore[attr-defined]
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer two words").status_code == 200  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "origins", ["fairway.example.org", "https://fairway.example.org,fairway.example.org", "https://"]
+)
+def test_a_trusted_origin_without_scheme_and_host_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch, origins: str
+) -> None:
+    """Django's own check (4_0.E001) stops manage.py commands, but the web process runs no checks
+    (uvicorn imports config.asgi; web_preflight asks none): it started and took no origin from it."""
+    with pytest.raises(ImproperlyConfigured, match=r"^CSRF_TRUSTED_ORIGINS=.* is not an origin such as https://"):
+        load_settings(monkeypatch, CSRF_TRUSTED_ORIGINS=origins)
+
+
+def test_trusted_origins_with_schemes_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    origins = "https://fairway.example.org, http://10.0.0.5:8000,https://*.example.org"
+    assert load_settings(monkeypatch, CSRF_TRUSTED_ORIGINS=origins)["CSRF_TRUSTED_ORIGINS"] == [
+        "https://fairway.example.org",
+        "http://10.0.0.5:8000",
+        "https://*.example.org",
+    ]
