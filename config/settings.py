@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.logfilters import client_errors_one_line
 from config.logformat import LOG_FORMAT
 from config.priority import hold_nice_against_other_sessions
-from config.private_file import owner_only
+from config.private_file import owner_only, sqlite_file_problem
 from fairway_common.numbers import ascii_float
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -295,6 +295,8 @@ if DATABASES["default"]["ENGINE"] not in ("django.db.backends.sqlite3", "django.
     )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        if _problem := sqlite_file_problem(DATABASES["default"]["NAME"]):  # before owner_only changes its mode
+            raise ImproperlyConfigured(f"DATABASE_URL names {str(DATABASES['default']['NAME'])!r}, {_problem}")
         owner_only(DATABASES["default"]["NAME"])  # workloads may run on this machine (docs/deploy.md)
     # Several threads (web, worker, clock) share one file in the embedded mode.
     DATABASES["default"].setdefault("OPTIONS", {})

@@ -11,11 +11,15 @@ Each was taken before its fix, and failed later:
 
 from __future__ import annotations
 
+import os
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from config.private_file import owner_only
 from tests.breaker.test_break26 import load_settings
 
 
@@ -87,3 +91,63 @@ def test_trusted_origins_with_schemes_are_taken(monkeypatch: pytest.MonkeyPatch)
         "http://10.0.0.5:8000",
         "https://*.example.org",
     ]
+
+
+@pytest.fixture
+def _umask_022() -> Iterator[None]:
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+@pytest.mark.parametrize("kind", ["directory", "text file", "sticky directory"])
+def test_a_sqlite_url_naming_no_database_is_refused_and_its_mode_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str, _umask_022: None
+) -> None:
+    """The settings made whatever the path named owner-only before SQLite opened it (a database
+    made 0644 by an earlier version): as root, ``sqlite:////etc/passwd`` made /etc/passwd 0600
+    (no login but root's could read the user names) and ``sqlite:////tmp`` made /tmp 0700."""
+    target = tmp_path / "named"
+    mode = 0o644
+    if kind == "text file":
+        target.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    else:
+        target.mkdir()
+        mode = 0o1777 if kind == "sticky directory" else 0o755
+    target.chmod(mode)
+    with pytest.raises(
+        ImproperlyConfigured, match=r"^DATABASE_URL names .*named.*, which is (a directory|not an SQLite)"
+    ):
+        load_settings(monkeypatch, DATABASE_URL=f"sqlite:///{target}")
+    assert target.stat().st_mode & 0o7777 == mode
+
+
+def test_a_sqlite_url_in_a_missing_directory_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """It started, and every process's first query failed: ``OperationalError: unable to open
+    database file`` (a traceback from ``manage.py migrate``)."""
+    with pytest.raises(ImproperlyConfigured, match=r"^DATABASE_URL names .*, whose directory .* does not exist"):
+        load_settings(monkeypatch, DATABASE_URL=f"sqlite:///{tmp_path}/no/such/fairway.sqlite3")
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_sqlite_database_or_a_new_file_is_taken(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, _umask_022: None
+) -> None:
+    db = tmp_path / "old.sqlite3"
+    sqlite3.connect(db).execute("create table t (x)").connection.close()
+    assert db.stat().st_mode & 0o777 == 0o644
+    load_settings(monkeypatch, DATABASE_URL=f"sqlite:///{db}")
+    assert db.stat().st_mode & 0o777 == 0o600  # break27's repair kept
+    new = tmp_path / "new.sqlite3"
+    load_settings(monkeypatch, DATABASE_URL=f"sqlite:///{new}")
+    assert new.stat().st_mode & 0o777 == 0o600 and new.stat().st_size == 0
+
+
+def test_owner_only_changes_no_directory(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    owner_only(shared)
+    assert shared.stat().st_mode & 0o7777 == 0o1777
