@@ -181,6 +181,22 @@ def _secret_key() -> str:
     if key:
         return key
     path = VAR_DIR / "secret_key"
+    try:  # an unwritable FAIRWAY_VAR_DIR or a directory there was a traceback (brk51)
+        key = _read_or_make_key(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise ImproperlyConfigured(
+            f"FAIRWAY_VAR_DIR={str(VAR_DIR)!r}: cannot read or write {path.name}: {why}"
+            " (make the directory writable, or set SECRET_KEY)"
+        ) from None
+    if not key:  # an empty key was Django's refusal at the first request that signed anything
+        raise ImproperlyConfigured(
+            f"FAIRWAY_VAR_DIR={str(VAR_DIR)!r}: {path.name} is empty (remove it to have one made, or set SECRET_KEY)"
+        )
+    return key
+
+
+def _read_or_make_key(path: Path) -> str:
     if path.exists():
         owner_only(path)  # one written 0644 by an earlier version
     else:

@@ -151,3 +151,24 @@ def test_owner_only_changes_no_directory(tmp_path: Path) -> None:
     shared.chmod(0o1777)
     owner_only(shared)
     assert shared.stat().st_mode & 0o7777 == 0o1777
+
+
+@pytest.mark.parametrize("kind", ["unwritable", "a directory", "empty", "not UTF-8"])
+def test_a_var_dir_without_a_usable_secret_key_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str
+) -> None:
+    """Without SECRET_KEY the key is read from (or first written to) $FAIRWAY_VAR_DIR/secret_key:
+    a directory the process cannot write (/proc here, a read-only volume, another user's) was a
+    FileNotFoundError / PermissionError traceback, a directory named secret_key an
+    IsADirectoryError, and an empty file started with an empty key (Django's refusal at the first
+    request that signs anything)."""
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    var = Path("/proc") if kind == "unwritable" else tmp_path
+    if kind == "a directory":
+        (tmp_path / "secret_key").mkdir()
+    elif kind == "empty":
+        (tmp_path / "secret_key").write_text("\n")
+    elif kind == "not UTF-8":
+        (tmp_path / "secret_key").write_bytes(b"\xff\xfe")
+    with pytest.raises(ImproperlyConfigured, match=r"^FAIRWAY_VAR_DIR=.*secret_key.*set SECRET_KEY"):
+        load_settings(monkeypatch, FAIRWAY_VAR_DIR=str(var))
