@@ -775,10 +775,20 @@ if OIDC_ENABLED:
     if _missing:
         raise ImproperlyConfigured(f"FAIRWAY_OIDC_CLIENT_ID is set: also set {', '.join(_missing)}")
     for _name, _var in _oidc.items():
-        globals()[_name] = os.environ[_var]
+        # the endpoints as FAIRWAY_PUBLIC_URL: "idp.example.org/token" was taken, and every login's
+        # callback failed on it (MissingSchema, a 500; brk51)
+        globals()[_name] = os.environ[_var] if _name == "OIDC_RP_CLIENT_SECRET" else env_url(_var, "")
+    FAIRWAY_OIDC_ISSUER = env_url("FAIRWAY_OIDC_ISSUER", "")  # OpenID Connect's iss: a URL
     OIDC_RP_CLIENT_ID = FAIRWAY_OIDC_CLIENT_ID
     OIDC_RP_SCOPES = env_str("FAIRWAY_OIDC_SCOPES", "openid email profile")
     OIDC_RP_SIGN_ALGO = env_str("FAIRWAY_OIDC_SIGN_ALGO", "RS256")
+    # What mozilla-django-oidc checks: RS*/ES* with the provider's keys, any other with the client
+    # secret (HS*); another name failed every login at its callback, "none" with a 500 (brk51).
+    _SIGN_ALGOS = [f"{family}{bits}" for family in ("RS", "ES", "HS") for bits in (256, 384, 512)]
+    if OIDC_RP_SIGN_ALGO not in _SIGN_ALGOS:
+        raise ImproperlyConfigured(
+            f"FAIRWAY_OIDC_SIGN_ALGO={OIDC_RP_SIGN_ALGO!r} is not one of {', '.join(_SIGN_ALGOS)}"
+        )
     OIDC_USE_PKCE = True
     OIDC_TIMEOUT = 10
     LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"

@@ -172,3 +172,52 @@ def test_a_var_dir_without_a_usable_secret_key_is_refused_by_name(
         (tmp_path / "secret_key").write_bytes(b"\xff\xfe")
     with pytest.raises(ImproperlyConfigured, match=r"^FAIRWAY_VAR_DIR=.*secret_key.*set SECRET_KEY"):
         load_settings(monkeypatch, FAIRWAY_VAR_DIR=str(var))
+
+
+def _sso_env(**over: str) -> dict[str, str]:
+    env = {
+        "FAIRWAY_OIDC_CLIENT_ID": "fairway",
+        "FAIRWAY_OIDC_CLIENT_SECRET": "s3cret",
+        "FAIRWAY_OIDC_ISSUER": "https://idp.example.org",
+        "FAIRWAY_OIDC_AUTHORIZATION_ENDPOINT": "https://idp.example.org/authorize",
+        "FAIRWAY_OIDC_TOKEN_ENDPOINT": "https://idp.example.org/token",
+        "FAIRWAY_OIDC_USERINFO_ENDPOINT": "https://idp.example.org/userinfo",
+        "FAIRWAY_OIDC_JWKS_ENDPOINT": "https://idp.example.org/jwks",
+    }
+    return {**env, **over}
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("FAIRWAY_OIDC_TOKEN_ENDPOINT", "idp.example.org/token"),
+        ("FAIRWAY_OIDC_AUTHORIZATION_ENDPOINT", "/authorize"),
+        ("FAIRWAY_OIDC_JWKS_ENDPOINT", "https://[idp/jwks"),
+        ("FAIRWAY_OIDC_USERINFO_ENDPOINT", "ftp://idp.example.org/userinfo"),
+        ("FAIRWAY_OIDC_ISSUER", "idp.example.org"),
+    ],
+)
+def test_an_sso_endpoint_that_is_no_url_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """Taken before: the login redirected the browser to a path of Fairway's own (a 404), or the
+    callback's request to the provider raised MissingSchema / InvalidURL (a 500), at every login."""
+    with pytest.raises(ImproperlyConfigured, match=rf"^{name}=.* is not an http\(s\) URL"):
+        load_settings(monkeypatch, **_sso_env(**{name: value}))
+
+
+@pytest.mark.parametrize("algo", ["XYZ", "none", "rs256", "PS256", "RS256 "])
+def test_an_sso_signing_algorithm_the_library_cannot_check_is_refused(
+    monkeypatch: pytest.MonkeyPatch, algo: str
+) -> None:
+    """Taken before: every login failed at the callback ("The provider algorithm 'RS256' does not
+    match the client's OIDC_RP_SIGN_ALGO"; with ``none`` PyJWT's InvalidKeyError, a 500)."""
+    with pytest.raises(ImproperlyConfigured, match=r"^FAIRWAY_OIDC_SIGN_ALGO=.* is not one of RS256"):
+        load_settings(monkeypatch, **_sso_env(FAIRWAY_OIDC_SIGN_ALGO=algo))
+
+
+def test_a_whole_sso_configuration_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = load_settings(monkeypatch, **_sso_env(FAIRWAY_OIDC_SIGN_ALGO="ES256"))
+    assert conf["OIDC_OP_TOKEN_ENDPOINT"] == "https://idp.example.org/token" and conf["OIDC_RP_SIGN_ALGO"] == "ES256"
+    monkeypatch.delenv("FAIRWAY_OIDC_SIGN_ALGO")
+    assert load_settings(monkeypatch, **_sso_env())["OIDC_RP_SIGN_ALGO"] == "RS256"
