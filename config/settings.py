@@ -153,6 +153,25 @@ def env_email_backend(name: str, default: str) -> str:
     )
 
 
+def env_email(name: str, default: str) -> str:
+    """An email address, bare or as ``Name <address>``; raises ImproperlyConfigured otherwise (a
+    sender the mail server refuses failed every notification, brk51)."""
+    from email.utils import parseaddr
+
+    from django.core.exceptions import ValidationError
+    from django.core.validators import validate_email
+
+    value = env_str(name, default).strip()
+    try:
+        validate_email(parseaddr(value)[1])
+    except ValidationError:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not an email address such as fairway@lab.example.org"
+            " or Fairway <fairway@lab.example.org>"
+        ) from None
+    return value
+
+
 def env_redis_url(name: str) -> str:
     """A ``redis://``, ``rediss://`` or ``unix://`` URL as redis-py reads it, its database (the path)
     a number, or "" (unset); raises ImproperlyConfigured without quoting it (it may hold a password).
@@ -602,7 +621,7 @@ FAIRWAY = {
     "WEBHOOK_ALLOW_HOSTS": [
         h.strip().lower() for h in env_str("FAIRWAY_WEBHOOK_ALLOW_HOSTS", "").split(",") if h.strip()
     ],
-    "NOTIFY_FROM_EMAIL": env_str("FAIRWAY_NOTIFY_FROM_EMAIL", "fairway@localhost"),
+    "NOTIFY_FROM_EMAIL": env_email("FAIRWAY_NOTIFY_FROM_EMAIL", "fairway@localhost"),
 }
 
 # Outgoing email for notifications (docs/jobs.md): Django's own settings, read from the env.

@@ -221,3 +221,18 @@ def test_a_whole_sso_configuration_is_taken(monkeypatch: pytest.MonkeyPatch) -> 
     assert conf["OIDC_OP_TOKEN_ENDPOINT"] == "https://idp.example.org/token" and conf["OIDC_RP_SIGN_ALGO"] == "ES256"
     monkeypatch.delenv("FAIRWAY_OIDC_SIGN_ALGO")
     assert load_settings(monkeypatch, **_sso_env())["OIDC_RP_SIGN_ALGO"] == "RS256"
+
+
+@pytest.mark.parametrize("sender", ["fairway", "not an address", "a@b@c", '"Fairway" <>', "fairway@"])
+def test_a_notification_sender_that_is_no_address_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, sender: str
+) -> None:
+    """Taken before: every email notification went out with it, the mail server refused each (no
+    sender address), and each ended failed after its tries with a warning in the worker's log."""
+    with pytest.raises(ImproperlyConfigured, match=r"^FAIRWAY_NOTIFY_FROM_EMAIL=.* is not an email address"):
+        load_settings(monkeypatch, FAIRWAY_NOTIFY_FROM_EMAIL=sender)
+
+
+@pytest.mark.parametrize("sender", ["fairway@localhost", "Fairway <fairway@lab.example.org>", "gpu-bot@cs.example.edu"])
+def test_a_notification_sender_address_is_taken(monkeypatch: pytest.MonkeyPatch, sender: str) -> None:
+    assert load_settings(monkeypatch, FAIRWAY_NOTIFY_FROM_EMAIL=sender)["FAIRWAY"]["NOTIFY_FROM_EMAIL"] == sender
