@@ -1,0 +1,49 @@
+"""brk51: a scenario file's ``gpu`` step naming an index its host does not have was taken. The
+memory backend added a GPU to the host (every index of a policy host is present:
+``scheduler.policy.types``) and, with a fatal XID, drained the host; the database backend ignored
+it (a heartbeat's unknown index). The same file played two ways; now both refuse it, naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.scenarios.db_backend import DbBackend
+from scheduler.scenarios.runner import Backend, MemoryBackend, run_scenario
+from scheduler.scenarios.spec import ScenarioError
+
+GPU_NINE_OF_FOUR = """
+name: a GPU index the host does not have
+hosts: [{name: h1, gpus: 4}]
+budgets: [{path: A}]
+steps:
+  - gpu: {host: h1, index: 9, health: unhealthy, xid: 79}
+  - tick: {}
+    expect: {host_states: {h1: active}}
+"""
+
+
+def _refused(tmp_path: Path, backend: Backend) -> str:
+    path = tmp_path / "gpu.yaml"
+    path.write_text(GPU_NINE_OF_FOUR)
+    with pytest.raises(ScenarioError) as refused:
+        run_scenario(str(path), backend)
+    return str(refused.value)
+
+
+def test_a_gpu_the_host_lacks_is_refused_in_memory(tmp_path: Path) -> None:
+    backend = MemoryBackend()
+    words = _refused(tmp_path, backend)
+    assert "steps[0]" in words and "host h1 has no GPU 9 (its GPUs are 0-3)" in words, words
+    assert backend.host_states() == {"h1": "active"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_gpu_the_host_lacks_is_refused_on_the_database(tmp_path: Path) -> None:
+    backend = DbBackend(scratch_db=False)
+    try:
+        words = _refused(tmp_path, backend)
+    finally:
+        backend.close()
+    assert "steps[0]" in words and "host h1 has no GPU 9 (its GPUs are 0-3)" in words, words
