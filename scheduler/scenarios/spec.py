@@ -607,7 +607,9 @@ def _size(v: Any, file: str, key: str) -> int:
 
 def _step_arg(kind: str, arg: Any, file: str, key: str) -> Any:
     if kind in ("tick", "restart"):
-        return arg or {}
+        if arg not in (None, {}):  # `tick: {at: 10m}` ticked now, its argument dropped (brk51)
+            raise ScenarioError(file, key, f"takes no argument (write {kind}: {{}})")
+        return {}
     if kind in ("advance", "at"):
         return parse_duration(arg, file, key, most=None)  # the clock's limits bound these (the step loop)
     if kind == "submit":

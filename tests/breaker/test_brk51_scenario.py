@@ -47,3 +47,19 @@ def test_a_gpu_the_host_lacks_is_refused_on_the_database(tmp_path: Path) -> None
     finally:
         backend.close()
     assert "steps[0]" in words and "host h1 has no GPU 9 (its GPUs are 0-3)" in words, words
+
+
+@pytest.mark.parametrize(("step", "arg"), [("tick", "5"), ("tick", "{at: 10m}"), ("restart", "[all]"), ("tick", "now")])
+def test_a_tick_or_restart_given_an_argument_is_refused(tmp_path: Path, step: str, arg: str) -> None:
+    """``tick: {at: 10m}`` ran a tick now, its argument dropped without a word (FORMAT.md: ``{}``)."""
+    path = tmp_path / "tick.yaml"
+    path.write_text(f"name: t\nhosts: [{{name: h1, gpus: 4}}]\nbudgets: [{{path: A}}]\nsteps:\n  - {step}: {arg}\n")
+    with pytest.raises(ScenarioError, match=rf"steps\[0\]\.{step}: takes no argument \(write {step}: {{}}\)"):
+        run_scenario(str(path), MemoryBackend())
+
+
+@pytest.mark.parametrize("arg", ["{}", "", "null"])
+def test_a_tick_without_an_argument_runs(tmp_path: Path, arg: str) -> None:
+    path = tmp_path / "tick.yaml"
+    path.write_text(f"name: t\nhosts: [{{name: h1, gpus: 4}}]\nbudgets: [{{path: A}}]\nsteps:\n  - tick: {arg}\n")
+    assert run_scenario(str(path), MemoryBackend()).ok
