@@ -580,6 +580,9 @@ def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
     model = _model(h.get("model", "H100"), file, f"{key}.model")
     cluster = _str(h.get("cluster", "default"), file, f"{key}.cluster")
     labels = _mapping(h.get("labels") or {}, file, f"{key}.labels")
+    for k, v in labels.items():  # a list, a mapping or nothing was made text: "['f1', 'f2']", "None" (brk51)
+        if v is None or isinstance(v, list | dict):
+            raise ScenarioError(file, f"{key}.labels.{k}", f"{v!r} is not a text or a number")
     labels = {str(k): str(v) for k, v in labels.items()}  # YAML's `rack: 1` is the label "1"
     if problem := labels_problem(labels):  # the join's and the admin's rule (services.check_labels)
         raise ScenarioError(file, f"{key}.labels", problem)

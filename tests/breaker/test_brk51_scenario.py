@@ -63,3 +63,19 @@ def test_a_tick_without_an_argument_runs(tmp_path: Path, arg: str) -> None:
     path = tmp_path / "tick.yaml"
     path.write_text(f"name: t\nhosts: [{{name: h1, gpus: 4}}]\nbudgets: [{{path: A}}]\nsteps:\n  - tick: {arg}\n")
     assert run_scenario(str(path), MemoryBackend()).ok
+
+
+@pytest.mark.parametrize("value", ["[f1, f2]", "{a: 1}", "null", ""])
+def test_a_host_label_that_is_no_text_is_refused(tmp_path: Path, value: str) -> None:
+    """A list, a mapping or nothing was made text: ``fabric: [f1, f2]`` the label "['f1', 'f2']",
+    ``rack:`` with nothing the label "None"."""
+    path = tmp_path / "labels.yaml"
+    path.write_text(f"name: t\nhosts: [{{name: h1, gpus: 4, labels: {{fabric: {value}}}}}]\nbudgets: [{{path: A}}]\n")
+    with pytest.raises(ScenarioError, match=r"hosts\[0\]\.labels\.fabric: .* is not a text or a number"):
+        run_scenario(str(path), MemoryBackend())
+
+
+def test_a_host_label_written_as_a_number_is_its_text(tmp_path: Path) -> None:
+    path = tmp_path / "labels.yaml"
+    path.write_text("name: t\nhosts: [{name: h1, gpus: 4, labels: {rack: 1, fabric: f1}}]\nbudgets: [{path: A}]\n")
+    assert run_scenario(str(path), MemoryBackend()).ok
