@@ -403,7 +403,9 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate one scenario file. Raises ScenarioError on any problem."""
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = strict_yaml.read_text(path)  # bounded: /dev/zero read until memory ran out (brk51)
+    except strict_yaml.TooLong as exc:
+        raise ScenarioError(file, "-", f"{exc}: not a scenario file") from None
     except OSError as exc:
         raise ScenarioError(file, "-", f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:

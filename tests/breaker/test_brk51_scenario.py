@@ -79,3 +79,25 @@ def test_a_host_label_written_as_a_number_is_its_text(tmp_path: Path) -> None:
     path = tmp_path / "labels.yaml"
     path.write_text("name: t\nhosts: [{name: h1, gpus: 4, labels: {rack: 1, fabric: f1}}]\nbudgets: [{path: A}]\n")
     assert run_scenario(str(path), MemoryBackend()).ok
+
+
+def test_a_scenario_file_past_the_bound_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``manage.py scenario /dev/zero`` (or a large file given by mistake) read until memory ran out."""
+    from fairway_common import strict_yaml
+
+    monkeypatch.setattr(strict_yaml, "MAX_FILE_CHARS", 1000)
+    path = tmp_path / "big.yaml"
+    path.write_text("name: big\n# " + "x" * 2000 + "\n")
+    with pytest.raises(ScenarioError, match="longer than 1,000 characters"):
+        run_scenario(str(path), MemoryBackend())
+    with pytest.raises(ScenarioError, match="longer than 1,000 characters"):
+        run_scenario("/dev/zero", MemoryBackend())
+
+
+def test_a_budget_file_past_the_bound_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fairway_common import strict_yaml
+    from scheduler.sim.budgets import BudgetFileError, load_plan
+
+    monkeypatch.setattr(strict_yaml, "MAX_FILE_CHARS", 1000)
+    with pytest.raises(BudgetFileError, match="longer than 1,000 characters"):
+        load_plan("/dev/zero", {})
