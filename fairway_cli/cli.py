@@ -229,7 +229,8 @@ class Config:
                 data = json.loads(text) if len(text) <= MAX_CONFIG_CHARS else None
             except (OSError, ValueError) as exc:
                 raise CliError(EXIT_USAGE, f"cannot read {path}: {exc}") from None
-            if not isinstance(data, dict):  # "[]" was an AttributeError traceback
+            # "[]" was an AttributeError traceback; a token ["t0k"] went out as the text "['t0k']" (brk51)
+            if not isinstance(data, dict) or any(not isinstance(data.get(k), str | None) for k in ("server", "token")):
                 raise CliError(
                     EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
                 )

@@ -57,3 +57,17 @@ def test_a_url_urlsplit_refuses_is_the_same_server_as_itself_only() -> None:
     assert same_server("http://[::1", "http://[::1")
     assert not same_server("http://[::1", "http://[::1]")
     assert not same_server("http://127.0.0.1:8000", "http://[zz]:80")
+
+
+@pytest.mark.parametrize(
+    "data", [{"server": "http://127.0.0.1:9", "token": ["t0k"]}, {"server": 8000, "token": "t0k"}, {"token": {"a": 1}}]
+)
+def test_a_config_whose_server_or_token_is_no_text_is_refused(data: dict, _home: Any) -> None:
+    """``"token": ["t0k"]`` went to the server as the token "['t0k']" (str() of the list), and
+    ``"server": 8000`` was read as the URL "8000"."""
+    path = _home / "config.json"
+    path.write_text(json.dumps(data))
+    path.chmod(0o600)
+    code, err = _run("ls")
+    assert code == EXIT_USAGE, err
+    assert "is not a Fairway CLI config" in err and "['t0k']" not in err, err
