@@ -241,6 +241,16 @@ DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = [
     h.strip() for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()
 ]
+# Django matches the Host header, its port taken off, against these: a URL (written as
+# CSRF_TRUSTED_ORIGINS is), a path or a port matched no request, nor did a list of blanks, and every
+# request was a 400 (DisallowedHost) that Django's checks do not foresee (brk51).
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured(f"ALLOWED_HOSTS={os.environ.get('ALLOWED_HOSTS')!r} names no host")
+for _host in ALLOWED_HOSTS:
+    if "/" in _host or re.search(r":[0-9]*$", _host.rpartition("]")[2]):
+        raise ImproperlyConfigured(
+            f"ALLOWED_HOSTS={_host!r} is not a host name: write it as fairway.example.org (no scheme, path or port)"
+        )
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 # Django's check of it (4_0.E001) stops manage.py commands only: the web process runs no checks, and
 # started taking nothing from an origin without its scheme (brk51).

@@ -236,3 +236,33 @@ def test_a_notification_sender_that_is_no_address_is_refused_by_name(
 @pytest.mark.parametrize("sender", ["fairway@localhost", "Fairway <fairway@lab.example.org>", "gpu-bot@cs.example.edu"])
 def test_a_notification_sender_address_is_taken(monkeypatch: pytest.MonkeyPatch, sender: str) -> None:
     assert load_settings(monkeypatch, FAIRWAY_NOTIFY_FROM_EMAIL=sender)["FAIRWAY"]["NOTIFY_FROM_EMAIL"] == sender
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    [
+        "https://fairway.example.org",
+        "fairway.example.org/",
+        "fairway.example.org,http://10.0.0.5:8000",
+        " , ",
+        "h:8000",
+    ],
+)
+def test_allowed_hosts_that_no_host_header_matches_stop_the_start(monkeypatch: pytest.MonkeyPatch, hosts: str) -> None:
+    """Taken before: an entry written as a URL (as CSRF_TRUSTED_ORIGINS is) or with a port (Django
+    matches the Host header without its port) matches no Host header, and a list of blanks names
+    none, so every request but those to another entry was a 400 (DisallowedHost) and Django's
+    checks say nothing of it."""
+    with pytest.raises(ImproperlyConfigured, match=r"^ALLOWED_HOSTS="):
+        load_settings(monkeypatch, ALLOWED_HOSTS=hosts)
+
+
+def test_allowed_hosts_of_names_addresses_and_patterns_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts = "fairway.example.org, .example.org,10.0.0.5,[::1],*"
+    assert load_settings(monkeypatch, ALLOWED_HOSTS=hosts)["ALLOWED_HOSTS"] == [
+        "fairway.example.org",
+        ".example.org",
+        "10.0.0.5",
+        "[::1]",
+        "*",
+    ]
