@@ -9,7 +9,33 @@ files the database file's mode, so the database file alone is made 0600.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html, 1.3)."""
+
+
+def sqlite_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be an SQLite database (a relative clause), None when it can: a missing file
+    in an existing directory, an empty file, or one starting with :data:`SQLITE_HEADER`. brk51: a
+    ``DATABASE_URL`` naming a directory or another file had :func:`owner_only` take its access away
+    from others (``sqlite:////tmp`` made /tmp 0700 as root)."""
+    p = Path(path)
+    if p.is_dir():
+        return "which is a directory"
+    if p.exists():
+        if not p.is_file():
+            return "which is not a regular file"
+        try:
+            with p.open("rb") as f:
+                head = f.read(len(SQLITE_HEADER))
+        except OSError:
+            return None  # left to SQLite to report
+        return None if head in (b"", SQLITE_HEADER) else "which is not an SQLite database"
+    if not p.parent.is_dir():
+        return f"whose directory {str(p.parent)!r} does not exist"
+    return None
 
 
 def owner_only(path: str | os.PathLike[str]) -> None:
@@ -22,7 +48,7 @@ def owner_only(path: str | os.PathLike[str]) -> None:
     except FileExistsError:
         try:
             st = p.stat()
-            if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
                 p.chmod(st.st_mode & 0o700)
         except OSError:
             pass

@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.logfilters import client_errors_one_line
 from config.logformat import LOG_FORMAT
 from config.priority import hold_nice_against_other_sessions
-from config.private_file import owner_only
+from config.private_file import owner_only, sqlite_file_problem
 from fairway_common.numbers import ascii_float
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -117,9 +117,20 @@ def env_log_level(name: str, default: str) -> str:
 def env_url(name: str, default: str) -> str:
     """An ``http://`` or ``https://`` URL with a host, or "" (unset); raises ImproperlyConfigured."""
     value = env_str(name, default).strip()
-    if value and not re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", value):
+    if value and not (re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", value) and _names_a_server(value)):
         raise ImproperlyConfigured(f"{name}={value!r} is not an http(s) URL such as https://fairway.example.org")
     return value
+
+
+def _names_a_server(url: str) -> bool:
+    """``url`` has a host and, if any, a port of 1-65535, as ``urlsplit`` reads them: the pattern
+    above took ``http://[::1`` (a bracket left open) and ``:99999``, and the join's answer, built
+    with ``urlsplit`` after the host was registered, was a 500 (brk51)."""
+    try:
+        parts = urlsplit(url)
+        return bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad bracket, a port not a number or out of range
+        return False
 
 
 def env_email_backend(name: str, default: str) -> str:
@@ -140,6 +151,25 @@ def env_email_backend(name: str, default: str) -> str:
     raise ImproperlyConfigured(
         f"{name}={value!r} is not an email backend such as django.core.mail.backends.smtp.EmailBackend: {problem}"
     )
+
+
+def env_email(name: str, default: str) -> str:
+    """An email address, bare or as ``Name <address>``; raises ImproperlyConfigured otherwise (a
+    sender the mail server refuses failed every notification, brk51)."""
+    from email.utils import parseaddr
+
+    from django.core.exceptions import ValidationError
+    from django.core.validators import validate_email
+
+    value = env_str(name, default).strip()
+    try:
+        validate_email(parseaddr(value)[1])
+    except ValidationError:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not an email address such as fairway@lab.example.org"
+            " or Fairway <fairway@lab.example.org>"
+        ) from None
+    return value
 
 
 def env_redis_url(name: str) -> str:
@@ -170,6 +200,22 @@ def _secret_key() -> str:
     if key:
         return key
     path = VAR_DIR / "secret_key"
+    try:  # an unwritable FAIRWAY_VAR_DIR or a directory there was a traceback (brk51)
+        key = _read_or_make_key(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise ImproperlyConfigured(
+            f"FAIRWAY_VAR_DIR={str(VAR_DIR)!r}: cannot read or write {path.name}: {why}"
+            " (make the directory writable, or set SECRET_KEY)"
+        ) from None
+    if not key:  # an empty key was Django's refusal at the first request that signed anything
+        raise ImproperlyConfigured(
+            f"FAIRWAY_VAR_DIR={str(VAR_DIR)!r}: {path.name} is empty (remove it to have one made, or set SECRET_KEY)"
+        )
+    return key
+
+
+def _read_or_make_key(path: Path) -> str:
     if path.exists():
         owner_only(path)  # one written 0644 by an earlier version
     else:
@@ -195,7 +241,25 @@ DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = [
     h.strip() for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()
 ]
+# Django matches the Host header, its port taken off, against these: a URL (written as
+# CSRF_TRUSTED_ORIGINS is), a path or a port matched no request, nor did a list of blanks, and every
+# request was a 400 (DisallowedHost) that Django's checks do not foresee (brk51).
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured(f"ALLOWED_HOSTS={os.environ.get('ALLOWED_HOSTS')!r} names no host")
+for _host in ALLOWED_HOSTS:
+    if "/" in _host or re.search(r":[0-9]*$", _host.rpartition("]")[2]):
+        raise ImproperlyConfigured(
+            f"ALLOWED_HOSTS={_host!r} is not a host name: write it as fairway.example.org (no scheme, path or port)"
+        )
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+# Django's check of it (4_0.E001) stops manage.py commands only: the web process runs no checks, and
+# started taking nothing from an origin without its scheme (brk51).
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not re.fullmatch(r"[a-z][a-z0-9+.-]*://[^/\s]+", _origin, flags=re.IGNORECASE):
+        raise ImproperlyConfigured(
+            f"CSRF_TRUSTED_ORIGINS={_origin!r} is not an origin such as https://fairway.example.org"
+            " (scheme://host[:port], comma-separated)"
+        )
 
 INSTALLED_APPS = [
     # first: its `changepassword` (saying which API tokens the change ended) wins over django.contrib.auth's
@@ -276,6 +340,8 @@ if DATABASES["default"]["ENGINE"] not in ("django.db.backends.sqlite3", "django.
     )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        if _problem := sqlite_file_problem(DATABASES["default"]["NAME"]):  # before owner_only changes its mode
+            raise ImproperlyConfigured(f"DATABASE_URL names {str(DATABASES['default']['NAME'])!r}, {_problem}")
         owner_only(DATABASES["default"]["NAME"])  # workloads may run on this machine (docs/deploy.md)
     # Several threads (web, worker, clock) share one file in the embedded mode.
     DATABASES["default"].setdefault("OPTIONS", {})
@@ -357,7 +423,12 @@ STATIC_URL = "static/"
 # collectstatic's target (the server image collects into /opt/fairway/static at build time).
 STATIC_ROOT = Path(os.environ.get("FAIRWAY_STATIC_ROOT") or VAR_DIR / "static")
 STATICFILES_DIRS = [BASE_DIR / "static"]  # Fairway's own CSS; third-party assets come from their packages
-STATIC_ROOT.mkdir(exist_ok=True)
+try:  # a missing parent or a file there was a FileNotFoundError / FileExistsError traceback (brk51)
+    STATIC_ROOT.mkdir(exist_ok=True)
+except FileExistsError:
+    raise ImproperlyConfigured(f"FAIRWAY_STATIC_ROOT={str(STATIC_ROOT)!r} is not a directory") from None
+except OSError as _exc:
+    raise ImproperlyConfigured(f"FAIRWAY_STATIC_ROOT={str(STATIC_ROOT)!r} cannot be created: {_exc.strerror}") from None
 # WhiteNoise serves static files from the web process; it also finds them in the apps, so the
 # embedded mode works without `collectstatic` (production runs collectstatic for compression).
 WHITENOISE_USE_FINDERS = True
@@ -571,7 +642,7 @@ FAIRWAY = {
     "WEBHOOK_ALLOW_HOSTS": [
         h.strip().lower() for h in env_str("FAIRWAY_WEBHOOK_ALLOW_HOSTS", "").split(",") if h.strip()
     ],
-    "NOTIFY_FROM_EMAIL": env_str("FAIRWAY_NOTIFY_FROM_EMAIL", "fairway@localhost"),
+    "NOTIFY_FROM_EMAIL": env_email("FAIRWAY_NOTIFY_FROM_EMAIL", "fairway@localhost"),
 }
 
 # Outgoing email for notifications (docs/jobs.md): Django's own settings, read from the env.
@@ -611,6 +682,13 @@ FAIRWAY_POSIX_MIN_UID = env_int("FAIRWAY_POSIX_MIN_UID", 1000, minimum=1, maximu
 
 # Prometheus scrape of /metrics: with a token set, the scrape sends `Authorization: Bearer <token>`.
 FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")
+# A scrape sends it in a header (scheduler.prom.scrape_authorized): a blank at an end is cut from the
+# header, a non-ASCII byte reads as Latin-1; such a token answered every scrape 401 for good (brk51).
+if FAIRWAY_METRICS_TOKEN and not re.fullmatch(r"[!-~]([ -~]*[!-~])?", FAIRWAY_METRICS_TOKEN):
+    raise ImproperlyConfigured(  # never quoted: a secret
+        "FAIRWAY_METRICS_TOKEN holds a blank at an end, a control character or one that is not ASCII:"
+        " no scrape can send it (Authorization: Bearer <token>); use printable ASCII"
+    )
 # Per web process, seconds an answer is kept: /readyz's check results (any caller), and /metrics's
 # exposition while no token is set (anyone may scrape): a flood costs one set of queries each.
 FAIRWAY_READYZ_CACHE_S = env_float("FAIRWAY_READYZ_CACHE_S", 1.0, minimum=0.0, maximum=60.0)
@@ -737,10 +815,20 @@ if OIDC_ENABLED:
     if _missing:
         raise ImproperlyConfigured(f"FAIRWAY_OIDC_CLIENT_ID is set: also set {', '.join(_missing)}")
     for _name, _var in _oidc.items():
-        globals()[_name] = os.environ[_var]
+        # the endpoints as FAIRWAY_PUBLIC_URL: "idp.example.org/token" was taken, and every login's
+        # callback failed on it (MissingSchema, a 500; brk51)
+        globals()[_name] = os.environ[_var] if _name == "OIDC_RP_CLIENT_SECRET" else env_url(_var, "")
+    FAIRWAY_OIDC_ISSUER = env_url("FAIRWAY_OIDC_ISSUER", "")  # OpenID Connect's iss: a URL
     OIDC_RP_CLIENT_ID = FAIRWAY_OIDC_CLIENT_ID
     OIDC_RP_SCOPES = env_str("FAIRWAY_OIDC_SCOPES", "openid email profile")
     OIDC_RP_SIGN_ALGO = env_str("FAIRWAY_OIDC_SIGN_ALGO", "RS256")
+    # What mozilla-django-oidc checks: RS*/ES* with the provider's keys, any other with the client
+    # secret (HS*); another name failed every login at its callback, "none" with a 500 (brk51).
+    _SIGN_ALGOS = [f"{family}{bits}" for family in ("RS", "ES", "HS") for bits in (256, 384, 512)]
+    if OIDC_RP_SIGN_ALGO not in _SIGN_ALGOS:
+        raise ImproperlyConfigured(
+            f"FAIRWAY_OIDC_SIGN_ALGO={OIDC_RP_SIGN_ALGO!r} is not one of {', '.join(_SIGN_ALGOS)}"
+        )
     OIDC_USE_PKCE = True
     OIDC_TIMEOUT = 10
     LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"

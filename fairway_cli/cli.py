@@ -162,8 +162,18 @@ def config_path() -> Path:
 
 def same_server(a: str, b: str) -> bool:
     """``a`` and ``b`` name one server (:func:`server_root`'s form; scheme and host in any case)."""
-    ka, kb = urlsplit(server_root(a)), urlsplit(server_root(b))
-    return (ka.scheme.lower(), ka.netloc.lower(), ka.path) == (kb.scheme.lower(), kb.netloc.lower(), kb.path)
+    return _server_key(a) == _server_key(b)
+
+
+def _server_key(url: str) -> tuple[str, ...]:
+    """What :func:`same_server` compares: scheme, host and path; a URL ``urlsplit`` cannot read
+    (``http://[::1``, ``http://[zz]``) as it is written, one server with itself only (brk51: its
+    ValueError was a traceback before any command; the request then says it is no server URL)."""
+    try:
+        parts = urlsplit(server_root(url))
+    except ValueError:
+        return (url,)
+    return (parts.scheme.lower(), parts.netloc.lower(), parts.path)
 
 
 def _make_private(fd: int, path: Path) -> str:
@@ -221,7 +231,8 @@ class Config:
                 data = json.loads(text) if len(text) <= MAX_CONFIG_CHARS else None
             except (OSError, ValueError) as exc:
                 raise CliError(EXIT_USAGE, f"cannot read {path}: {exc}") from None
-            if not isinstance(data, dict):  # "[]" was an AttributeError traceback
+            # "[]" was an AttributeError traceback; a token ["t0k"] went out as the text "['t0k']" (brk51)
+            if not isinstance(data, dict) or any(not isinstance(data.get(k), str | None) for k in ("server", "token")):
                 raise CliError(
                     EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
                 )

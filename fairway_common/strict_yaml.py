@@ -30,6 +30,27 @@ from typing import Any
 
 import yaml
 
+MAX_FILE_CHARS = 16 * 1024 * 1024
+"""The longest hand-written YAML file read whole (a scenario file, a simulator's budget file, a
+what-if's shares): ``manage.py scenario /dev/zero``, or a large file named by mistake, read until
+the machine ran out of memory (brk51). The largest scenario of the repository is a few KiB."""
+
+
+class TooLong(ValueError):
+    """A file past its bound (:func:`read_text`); ``str()`` says it in words."""
+
+
+def read_text(path: Any, most: int | None = None) -> str:
+    """The UTF-8 text of file ``path``, at most ``most`` characters (:data:`MAX_FILE_CHARS`), read
+    no further: raises :class:`TooLong` past it, ``OSError`` or ``UnicodeDecodeError`` as ``open``."""
+    most = MAX_FILE_CHARS if most is None else most
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read(most + 1)
+    if len(text) > most:
+        raise TooLong(f"longer than {most:,} characters")
+    return text
+
+
 INT_DIGITS = 40
 """More digits than any integer a document needs in any base YAML 1.1 writes."""
 

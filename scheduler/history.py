@@ -462,6 +462,10 @@ def _slurm_time(raw: str) -> datetime | None:
         raise ValueError(raw) from None
 
 
+MAX_SACCT_CHARS = 256 * 1024 * 1024
+"""The longest sacct export ``import_history sacct`` reads (about 1.7 million jobs of 150
+characters): ``/dev/zero``, or a large file named by mistake, was read until memory ran out (brk51)."""
+
 SACCT_NOTE = "sacct job {job} user {user}"
 """The note of an imported job's usage interval (at most 200 characters), by which a second import
 of the same job is recognised (:func:`imported_sacct_jobs`)."""

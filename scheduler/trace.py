@@ -24,9 +24,10 @@ import csv
 import hashlib
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fairway_common import durations as _durations
 from fairway_common.numbers import ascii_float
@@ -83,11 +84,27 @@ def read_trace(path: str | Path) -> list[TraceJob]:
     name = str(path)
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:  # a byte order mark hid job_id (brk32)
-            return parse_trace(fh, name=name)
+            return parse_trace(_bounded_lines(fh, name), name=name)
     except OSError as exc:
         raise TraceError(name, None, None, f"cannot read the file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise TraceError(name, None, None, f"not UTF-8 text ({exc.reason})") from None
+
+
+MAX_LINE_CHARS = 1 << 20
+"""The longest line of a trace file read (a Philly line is about 60 characters): ``/dev/zero``, or
+a file with no line break, was read as one line until memory ran out (brk51)."""
+
+
+def _bounded_lines(fh: Any, name: str) -> Iterator[str]:
+    """The lines of ``fh``, each read no further than :data:`MAX_LINE_CHARS`; TraceError past it."""
+    most = MAX_LINE_CHARS
+    number = 0
+    while line := fh.readline(most + 1):
+        number += 1
+        if len(line) > most:
+            raise TraceError(name, number, None, f"a line longer than {most:,} characters: not a trace")
+        yield line
 
 
 def parse_trace(lines: Iterable[str], *, name: str = "<trace>") -> list[TraceJob]:

@@ -53,7 +53,7 @@ from scheduler import lifecycle, tasks
 from scheduler.accounting import SILENT_HOST
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
-from scheduler.scenarios.runner import ROOT, expand_budgets, host_from_spec, place_running
+from scheduler.scenarios.runner import ROOT, check_gpu_index, expand_budgets, host_from_spec, place_running
 from scheduler.scenarios.spec import HostSpec, Scenario, WorkloadSpec
 from scheduler.services import (
     CancelError,
@@ -581,8 +581,10 @@ class DbBackend:
                 _agents_exit(before, None, _dt(self.t))
 
     def gpu(self, host: str, index: int, health: str, xid: int | None) -> None:
+        row = self._host(host)
+        check_gpu_index(host, index, GPU.objects.registered().filter(host=row).count())
         sample = lifecycle.GpuSample(index=index, health=health, xids=(xid,) if xid is not None else ())
-        lifecycle.record_heartbeat(self._host(host), [sample], now=_dt(self.t))
+        lifecycle.record_heartbeat(row, [sample], now=_dt(self.t))
 
     def host(self, name: str, state: str) -> None:
         host = self._host(name)

@@ -67,6 +67,14 @@ class Backend(Protocol):
     def describe_last(self) -> list[str]: ...
 
 
+def check_gpu_index(host: str, index: int, gpus: int) -> None:
+    """A ``gpu`` step's index is one of its host's ``gpus`` (0..gpus-1); ValueError naming both
+    otherwise (brk51: the memory backend added the GPU, and drained the host on a fatal XID, where
+    the database backend ignored it, as a heartbeat's unknown index)."""
+    if not 0 <= index < gpus:
+        raise ValueError(f"host {host} has no GPU {index} (its GPUs are 0-{gpus - 1})")
+
+
 def budget_key(path: str) -> str:
     return path
 
@@ -315,6 +323,7 @@ class MemoryBackend:
             self.e.cancel(wid)
 
     def gpu(self, host: str, index: int, health: str, xid: int | None) -> None:
+        check_gpu_index(host, index, len(self.e.hosts[host].gpu_health))
         self.e.set_gpu_health(host, index, GpuHealth(health), xid)
 
     def host(self, name: str, state: str) -> None:

@@ -403,7 +403,9 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate one scenario file. Raises ScenarioError on any problem."""
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = strict_yaml.read_text(path)  # bounded: /dev/zero read until memory ran out (brk51)
+    except strict_yaml.TooLong as exc:
+        raise ScenarioError(file, "-", f"{exc}: not a scenario file") from None
     except OSError as exc:
         raise ScenarioError(file, "-", f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
@@ -580,6 +582,9 @@ def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
     model = _model(h.get("model", "H100"), file, f"{key}.model")
     cluster = _str(h.get("cluster", "default"), file, f"{key}.cluster")
     labels = _mapping(h.get("labels") or {}, file, f"{key}.labels")
+    for k, v in labels.items():  # a list, a mapping or nothing was made text: "['f1', 'f2']", "None" (brk51)
+        if v is None or isinstance(v, list | dict):
+            raise ScenarioError(file, f"{key}.labels.{k}", f"{v!r} is not a text or a number")
     labels = {str(k): str(v) for k, v in labels.items()}  # YAML's `rack: 1` is the label "1"
     if problem := labels_problem(labels):  # the join's and the admin's rule (services.check_labels)
         raise ScenarioError(file, f"{key}.labels", problem)
@@ -607,7 +612,9 @@ def _size(v: Any, file: str, key: str) -> int:
 
 def _step_arg(kind: str, arg: Any, file: str, key: str) -> Any:
     if kind in ("tick", "restart"):
-        return arg or {}
+        if arg not in (None, {}):  # `tick: {at: 10m}` ticked now, its argument dropped (brk51)
+            raise ScenarioError(file, key, f"takes no argument (write {kind}: {{}})")
+        return {}
     if kind in ("advance", "at"):
         return parse_duration(arg, file, key, most=None)  # the clock's limits bound these (the step loop)
     if kind == "submit":

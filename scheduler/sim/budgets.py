@@ -75,8 +75,9 @@ def load_plan(path: str, vcs: dict[str, int]) -> BudgetPlan:
     the trace without a leaf, or a VC claimed by two leaves.
     """
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = strict_yaml.read_text(path)  # bounded: /dev/zero read until memory ran out (brk51)
+    except strict_yaml.TooLong as exc:
+        raise BudgetFileError(path, None, f"{exc}: not a budget file") from None
     except OSError as exc:
         raise BudgetFileError(path, None, f"cannot read the file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from budgets.services import load_tree
 from scheduler.history import (
+    MAX_SACCT_CHARS,
     PHILLY_PREFIX,
     HistoryError,
     cancel_waiting,
@@ -191,10 +192,14 @@ class Command(BaseCommand):
 
     def _sacct(self, cluster: Cluster, opts: dict[str, Any]) -> None:
         path = Path(opts["file"])
+        most = MAX_SACCT_CHARS
         try:
-            text = path.read_text(encoding="utf-8")
+            with path.open(encoding="utf-8") as fh:
+                text = fh.read(most + 1)  # bounded: /dev/zero was read until memory ran out (brk51)
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"cannot read {path}: {exc}; nothing written") from None
+        if len(text) > most:
+            raise CommandError(f"{path} is longer than {most:,} characters: not a sacct export; nothing written")
         budgets, ambiguous = sacct_accounts(load_tree())
         users = set(get_user_model().objects.values_list("username", flat=True))
         gpus = sum(n for _model, n, *_ in read_hardware(cluster))

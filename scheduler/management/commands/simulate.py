@@ -163,6 +163,7 @@ class Command(BaseCommand):
 
         from django.utils import timezone
 
+        from fairway_common import strict_yaml
         from scheduler.api.params import demand_window
         from scheduler.sim.dbdemand import actual_from_standing, load_demand
         from scheduler.sim.whatif import format_table, parse_shares, whatif
@@ -174,8 +175,8 @@ class Command(BaseCommand):
             budgets = demand.budgets
             if o["budgets"]:
                 try:
-                    text = Path(o["budgets"]).read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
+                    text = strict_yaml.read_text(o["budgets"])  # bounded (brk51)
+                except (OSError, UnicodeDecodeError, strict_yaml.TooLong) as exc:
                     raise BudgetFileError(o["budgets"], None, f"cannot read the file: {exc}") from None
                 budgets = parse_shares(text, budgets, name=o["budgets"])
             result = whatif(demand, budgets, grace_s=parse_duration(o["grace"]), depth=o["depth"] or None)
