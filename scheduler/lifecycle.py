@@ -1740,7 +1740,6 @@ def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list
     limit's end is not said: the limit ends it first, failed (try51)."""
     if attempt.ended_at is not None or attempt.stop_requested_at is not None:
         return []
-    limit_ends = wall_time_ends_at(attempt)
     out: dict[str, DrainingHost] = {}
     for link in attempt.gpu_links.all() if links is None else links:
         host = link.gpu.host
@@ -1766,7 +1765,7 @@ def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list
         if drain_now:
             protected = None
         stops_at = protected if drains_at is None else max(drains_at, protected or drains_at)
-        if stops_at is not None and limit_ends is not None and limit_ends <= stops_at:
+        if stops_at is not None and (limit_ends := wall_time_ends_at(attempt)) is not None and limit_ends <= stops_at:
             continue  # its wall-time limit ends it first, failed, not requeued (try51: both were said)
         out[host.name] = DrainingHost(host.name, drain_now, stops_at, drains_at)
     return [out[name] for name in sorted(out)]
