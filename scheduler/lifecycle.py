@@ -1715,6 +1715,15 @@ def _returns_to(host: Host) -> str:
     return host.state_before_offline or Host.State.ACTIVE
 
 
+def wall_time_ends_at(attempt: Attempt) -> datetime | None:
+    """When ``attempt``'s wall-time limit stops it (its workload's ``max_runtime_s`` from its
+    confirmed start, as :func:`stop_timed_out` reads it); None without a limit or a start."""
+    limit = attempt.workload.max_runtime_s
+    if limit is None or attempt.started_at is None:
+        return None
+    return attempt.started_at + timedelta(seconds=limit)
+
+
 def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list[DrainingHost]:
     """The draining hosts of the open ``attempt`` that has no stop yet, and its active or cordoned
     hosts with a drain scheduled (fake46; docs/deploy.md "Scheduled drains"), offline ones that
@@ -1727,7 +1736,8 @@ def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list
     end, where it is charged until its release: allocated), a drain now at once; a drain scheduled
     at T does so from T (``services.apply_due_drains``), so at T, or at a later protection's end;
     a drain now scheduled at T on a host draining already stops it at T where its protection ends
-    later (said as that drain now)."""
+    later (said as that drain now). A drain that would stop it only at or after its wall-time
+    limit's end is not said: the limit ends it first, failed (try51)."""
     if attempt.ended_at is not None or attempt.stop_requested_at is not None:
         return []
     out: dict[str, DrainingHost] = {}
@@ -1755,6 +1765,8 @@ def draining_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list
         if drain_now:
             protected = None
         stops_at = protected if drains_at is None else max(drains_at, protected or drains_at)
+        if stops_at is not None and (limit_ends := wall_time_ends_at(attempt)) is not None and limit_ends <= stops_at:
+            continue  # its wall-time limit ends it first, failed, not requeued (try51: both were said)
         out[host.name] = DrainingHost(host.name, drain_now, stops_at, drains_at)
     return [out[name] for name in sorted(out)]
 

@@ -928,11 +928,16 @@ def _lines(
             )
         elif detail.get("resources"):
             lines.append(short_sentence(workload, detail))
-        elif not _active_gpus(workload):
+        elif (active := _active_gpus(workload)) < workload.gpu_count:
             # "the GPUs are held by its own budget's work or …" where no host takes work at all (every
-            # host of its model drained, cordoned or offline) sent the reader to look for that work (try37)
+            # host of its model drained, cordoned or offline) sent the reader to look for that work
+            # (try37), as it did where fewer GPUs take work than it asks for (try51: a gang of 8, a
+            # 4-GPU host of two drained)
             lines.append(
                 f"Not enough {workload.gpu_model} GPUs are free: none of them is on a host that takes new work."
+                if not active
+                else f"Not enough {workload.gpu_model} GPUs are free: only {active} of them are on hosts that "
+                f"take new work, fewer than its {workload.gpu_count}."
             )
         else:
             lines.append(

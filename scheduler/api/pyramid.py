@@ -122,5 +122,6 @@ class PyramidView(FairwayAPIView):
         responses=PyramidSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
-        since, until, clusters = pyramid_params(request.query_params, timezone.now())
-        return Response(pyramid_report(clusters, since, until))
+        now = timezone.now()  # one instant: the default until and the current hour's end (try51)
+        since, until, clusters = pyramid_params(request.query_params, now)
+        return Response(pyramid_report(clusters, since, until, now))
