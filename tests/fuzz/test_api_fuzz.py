@@ -91,3 +91,41 @@ def test_api_answers_by_its_schema(case: Any, token: str) -> None:
         excluded_checks=[*excluded, schemathesis.checks.ignored_auth],
         additional_checks=[ignored_auth_once],
     )
+
+
+def test_auth_is_probed_until_confirmed_and_an_ignored_token_is_caught(
+    monkeypatch: pytest.MonkeyPatch, admin: Any
+) -> None:
+    """:func:`ignored_auth_once`: the first answered request of an operation is re-sent without
+    the token and with a wrong one, a later one is not; an operation that lets anyone in (the
+    token authentication patched to accept anything) fails the check."""
+    import sys
+
+    from accounts.auth import FairwayTokenAuthentication
+
+    this = sys.modules[__name__]
+    monkeypatch.setattr(this, "AUTH_CONFIRMED", set())
+    operation = schema["/api/v1/budgets/"]["GET"]
+    headers = {"Authorization": f"Token {create_api_token(admin)[1]}"}
+    checks: dict[str, Any] = {
+        "excluded_checks": [schemathesis.checks.ignored_auth],
+        "additional_checks": [ignored_auth_once],
+    }
+    seen: list[int] = []
+    real = FairwayTokenAuthentication.authenticate
+
+    def counted(self: Any, request: Any) -> Any:
+        seen[-1] += 1
+        return real(self, request)
+
+    monkeypatch.setattr(FairwayTokenAuthentication, "authenticate", counted)
+    for _ in range(2):
+        seen.append(0)
+        assert operation.Case().call_and_validate(headers=headers, **checks).status_code == 200
+    assert seen[0] > 1 and seen[1] == 1, seen  # probes for the first answer only
+    assert {operation.label} == this.AUTH_CONFIRMED
+
+    monkeypatch.setattr(this, "AUTH_CONFIRMED", set())
+    monkeypatch.setattr(FairwayTokenAuthentication, "authenticate", lambda self, request: (admin, None))
+    with pytest.raises(BaseExceptionGroup, match="accepts requests without authentication"):
+        operation.Case().call_and_validate(headers=headers, **checks)
