@@ -533,12 +533,15 @@ def _in_grace(snap: Snapshot) -> bool:
     return any(a.stopping and a.release_at is not None and a.release_at > snap.now for a in snap.attempts)
 
 
-def compare_once(seed: int, tally: Tally | None = None) -> Tally:
-    """Compare the two schedulers on :func:`crowded_snapshot` of ``seed`` (one pass)."""
+def compare_once(seed: int, tally: Tally | None = None, views: dict[int, dict[str, object]] | None = None) -> Tally:
+    """Compare the two schedulers on :func:`crowded_snapshot` of ``seed`` (one pass); ``views``,
+    if given, gets the reference's :func:`decisions_view` of that pass under ``seed``."""
     tally = tally if tally is not None else Tally()
     snap = crowded_snapshot(seed)
     fast = schedule(snap)
     ref = reference_schedule(snap)
+    if views is not None:
+        views[seed] = decisions_view(snap, ref)
     tally.clusters += 1
     tally.passes += 1
     tally.preemptions += sum(1 for s in fast.stops if s.for_workload)

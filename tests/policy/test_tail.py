@@ -4,10 +4,15 @@ A busy trace on a small cluster, every pass through ``IncrementalScheduler(check
 a pass proves the rest of its dispatch idle, check runs the rest anyway and fails if it decides
 anything; the decisions also equal a fresh ``schedule()``'s (which keeps no index and never
 proves). A proof that answers True blindly is caught by the same check.
+
+The random queues of ``test_queue_rests_kept_across_passes_are_the_walk`` are ``FAIRWAY_TAIL_EXAMPLES``
+(100 in the suite); a longer profile: ``FAIRWAY_TAIL_EXAMPLES=2000 .venv/bin/python -m pytest -q
+tests/policy/test_tail.py -k queue_rests``.
 """
 
 from __future__ import annotations
 
+import os
 from bisect import insort
 from pathlib import Path
 
@@ -168,10 +173,12 @@ def test_a_queue_proved_idle_and_shapes_failed_outright_decide_nothing(
     """A queue's own rest is proved idle (``Tail._leaf_idle``, reached) where the whole rest is
     not, and shapes are left out of the rest as failed outright (``_failed_outright``, reached);
     under check the dispatch walks them anyway and they decide nothing, and the decisions equal
-    ``schedule()``'s (which never proves). (trim48: one checked run of each trace counts both;
-    the same runs of seeds 2 and 3 were played once per count.)"""
-    seen = {"asked": 0, "idle": 0, "out": 0}
-    real_leaf, real_out = tail.Tail._leaf_idle, tail._failed_outright
+    ``schedule()``'s (which never proves). By default the whole rest's proof is asked at the
+    dispatch's first step only, never after the dispatch decided something (pol36: it seldom holds
+    there). (trim48: one checked run of each trace counts both; the same runs of seeds 2 and 3
+    were played once per count; fast51: and the whole rest's, a run of seed 1 of its own before.)"""
+    seen = {"asked": 0, "idle": 0, "out": 0, "before": 0, "after": 0}
+    real_leaf, real_out, real_rest = tail.Tail._leaf_idle, tail._failed_outright, tail.Tail.rest_idle
 
     def leaf_counted(self: tail.Tail, leaf: str) -> bool:
         got = real_leaf(self, leaf)
@@ -184,12 +191,18 @@ def test_a_queue_proved_idle_and_shapes_failed_outright_decide_nothing(
         seen["out"] += got
         return got
 
+    def rest_counted(self: tail.Tail) -> bool:
+        seen["after" if self.decided_once else "before"] += 1
+        return real_rest(self)
+
     monkeypatch.setattr(tail.Tail, "_leaf_idle", leaf_counted)
     monkeypatch.setattr(tail, "_failed_outright", out_counted)
+    monkeypatch.setattr(tail.Tail, "rest_idle", rest_counted)
     run_checked(busy_trace(tmp_path, seed))
     assert seen["idle"] > 5 and seen["asked"] > seen["idle"]
     if seed in (2, 3):
         assert seen["out"] > 5
+    assert seen["before"] > 0 and seen["after"] == 0  # the whole rest is asked only before a decision
 
 
 def test_a_queue_proved_idle_blindly_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,28 +310,12 @@ def test_kept_rests_and_thresholds_are_reused_and_checked(tmp_path: Path, monkey
         TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler(check=True)).run()
 
 
-def test_the_whole_rest_is_asked_only_before_a_decision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """By default the whole rest's proof is asked at the dispatch's first step only, never after
-    the dispatch decided something (pol36: it seldom holds there); decisions are unchanged
-    (``run_checked``: the fresh ``schedule()``'s), and queues are still proved one by one."""
-    real = tail.Tail.rest_idle
-    seen = {"before": 0, "after": 0}
-
-    def counted(self: tail.Tail) -> bool:
-        seen["after" if self.decided_once else "before"] += 1
-        return real(self)
-
-    monkeypatch.setattr(tail.Tail, "rest_idle", counted)
-    run_checked(busy_trace(tmp_path, 1))
-    assert seen["before"] > 0 and seen["after"] == 0
-
-
 _MODELS = st.sampled_from(["H100", "A100"])
 _GPUS = st.sampled_from([1, 2, 4, 8, 16])
 _MS = st.integers(1, 6).map(lambda k: k * 60)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=int(os.environ.get("FAIRWAY_TAIL_EXAMPLES", "100")), deadline=None)  # 200 before fast51
 @given(st.data())
 def test_queue_rests_kept_across_passes_are_the_walk(data: st.DataObject) -> None:
     """``tail.queue_rest`` (a queue's rest kept on its ``SkipIndex`` between passes, dropped at

@@ -6,10 +6,17 @@ Both must give every pending workload the same estimate on small random states
 (``crowded_snapshot``: protected, unprotected, unallocated, starting and stopping attempts,
 reservations, dependencies), with usage that slides past rule-2 thresholds and leaves a short
 window inside the horizon.
+
+The suite runs a bounded number of examples of each property (``make test`` must fit its time);
+``FAIRWAY_ESTIMATE_ORACLE_SCALE`` multiplies them for a longer profile (``=3`` runs at least the
+counts before fast51, ``=10`` a soak)::
+
+    FAIRWAY_ESTIMATE_ORACLE_SCALE=10 .venv/bin/python -m pytest -q tests/sim/test_estimate_oracle.py
 """
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import replace
 
@@ -37,6 +44,12 @@ from tests.sim.estimate_oracle import next_event_walk, reference_estimates
 pytestmark = pytest.mark.first  # a long file: make test hands it out first (tests/conftest.py)
 
 HORIZON = 2400
+SCALE = float(os.environ.get("FAIRWAY_ESTIMATE_ORACLE_SCALE", "1"))
+
+
+def examples(n: int) -> int:
+    """``n`` random examples in the suite, ``FAIRWAY_ESTIMATE_ORACLE_SCALE`` times as many in a long profile."""
+    return max(1, round(n * SCALE))
 
 
 def limits_for(seed: int, s: Snapshot, running: dict[str, Workload]) -> dict[str, int]:
@@ -82,7 +95,7 @@ def small_state(seed: int) -> tuple[Snapshot, dict[str, Workload], int]:
     return s, running, rnd.choice([0, 0, 30, 200])
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])  # 30 before fast51
 @given(st.integers(0, 2**32 - 1))
 def test_estimates_equal_the_every_second_oracle(seed: int) -> None:
     s, running, grace = small_state(seed)
@@ -100,7 +113,8 @@ def requeued_for(seed: int, s: Snapshot) -> set[str]:
     return {a.id for a in s.attempts if a.stopping and rnd.random() < 0.7}
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # trim49: 30
+# 20 examples before fast51 (30 before trim49)
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1))
 @example(10)  # seeds where the requeue moves an estimate (8 of the first 200)
 @example(11)
@@ -173,7 +187,8 @@ def test_capped_members_freed_by_a_siblings_limit_equal_the_oracle() -> None:
     raise AssertionError(f"only {hits} such states")
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # trim49: 15
+# 10 examples before fast51 (15 before trim49)
+@settings(max_examples=examples(4), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4]))
 def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, gpus: int) -> None:
     s, running, grace = small_state(seed)
@@ -193,7 +208,7 @@ def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, g
             assert line.searched_until == s.now + HORIZON
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])  # 300 before fast51
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8, 16]))
 @example(802386895, 1)  # try32: may_act kept a capped array member's nomination (since est31)
 def test_shared_quote_variants_equal_one_forward_simulation_each(seed: int, gpus: int) -> None:
@@ -222,7 +237,7 @@ def test_shared_quote_variants_equal_one_forward_simulation_each(seed: int, gpus
         assert (start, reached) == (found.get(QUOTE_ID), plain_reached), f"seed {seed}, M {w.min_runtime}"
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])  # 200 before fast51
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8]))
 @example(802386895, 1)  # try32: a nominee waiting on its group's %N cap loses its nomination
 def test_may_act_is_a_necessary_condition(seed: int, gpus: int) -> None:
