@@ -32,6 +32,8 @@ from hypothesis import HealthCheck, settings
 
 from accounts.services import create_api_token
 
+pytestmark = pytest.mark.first  # a long file: make test hands it out first (tests/conftest.py)
+
 MAX_EXAMPLES = int(os.environ.get("FAIRWAY_FUZZ_EXAMPLES", "10"))
 AUTH_CONFIRMED: set[str] = set()
 """Operations whose answered requests were re-sent without the token and with a wrong one, and refused."""
