@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -506,9 +507,12 @@ def test_a_connection_older_than_the_group_expiry_still_hears_its_host_group(fas
         assert (await comm.connect())[0]
         await comm.send_to(text_data=_hello(host.name))
         assert isinstance(await _receive(comm), protocol.Welcome)
+        joined = time.time()  # after the connection joined its host's group
         await comm.send_to(text_data=_heartbeat(2, []))  # the hub's loop runs from the first heartbeat
-        await asyncio.sleep(3)  # past the expiry (whole seconds: a member ages out after 2 s at most)
         layer = get_channel_layer()
+        # past the expiry, by the layer's own rule (whole seconds: a member joined at t is dropped
+        # once int(now) - group_expiry > t, from int(t) + group_expiry + 1 on), not a fixed 3 s
+        await asyncio.sleep(int(joined) + layer.group_expiry + 1 - time.time())
         await layer.group_send(gateway.host_group(host.pk), {"type": "agent.superseded", "generation": 10**6})
         closed = await comm.receive_output(timeout=5)
         assert closed["type"] == "websocket.close"
