@@ -540,6 +540,8 @@ REST_FRAMEWORK = {
         "user": env_rate("FAIRWAY_THROTTLE_USER", "6000/min"),
         "login": env_rate("FAIRWAY_THROTTLE_LOGIN", "30/min"),  # per client address
         "login_user": env_rate("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # failures per (user name, address)
+        # failed agent authentications (/ws/agent/ host tokens) per address (scheduler/agent_auth_limit.py)
+        "agent_auth": env_rate("FAIRWAY_THROTTLE_AGENT_AUTH", "30/min"),
         "quote": env_rate("FAIRWAY_THROTTLE_QUOTE", "30/min"),  # per user: a quote is a forward simulation
         "exec": env_rate("FAIRWAY_THROTTLE_EXEC", "30/min"),  # per user: a command on a GPU host (fairway exec)
     },
@@ -821,6 +823,12 @@ if OIDC_ENABLED:
     FAIRWAY_OIDC_ISSUER = env_url("FAIRWAY_OIDC_ISSUER", "")  # OpenID Connect's iss: a URL
     OIDC_RP_CLIENT_ID = FAIRWAY_OIDC_CLIENT_ID
     OIDC_RP_SCOPES = env_str("FAIRWAY_OIDC_SCOPES", "openid email profile")
+    # Space-separated and case-sensitive (RFC 6749 §3.3): without openid the provider answers plain
+    # OAuth 2.0, no ID token, and every SSO login failed at the callback (flood51).
+    if "openid" not in OIDC_RP_SCOPES.split():
+        raise ImproperlyConfigured(
+            f"FAIRWAY_OIDC_SCOPES={OIDC_RP_SCOPES!r} must include openid (space-separated scopes: openid email profile)"
+        )
     OIDC_RP_SIGN_ALGO = env_str("FAIRWAY_OIDC_SIGN_ALGO", "RS256")
     # What mozilla-django-oidc checks: RS*/ES* with the provider's keys, any other with the client
     # secret (HS*); another name failed every login at its callback, "none" with a 500 (brk51).

@@ -37,6 +37,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 import weakref
 from collections.abc import Sequence
@@ -50,7 +51,7 @@ from django.utils import timezone
 
 from agent import protocol
 from config.errors import ServiceError
-from scheduler import execs, gateway, lifecycle
+from scheduler import agent_auth_limit, execs, gateway, lifecycle
 from scheduler.gateway import agent_db
 from scheduler.layer_read import LayerReadConsumer
 from scheduler.models import Attempt, Host
@@ -497,16 +498,29 @@ class AgentConsumer(LayerReadConsumer):
         self.generation = 0
         gateway.remember_server_loop(asyncio.get_running_loop())
         token = _bearer_token(self.scope)
+        # Failed authentications per client address (flood51): past the bound, refused before any
+        # query; a place is taken before the token is checked and given back when it is good.
+        limit = agent_auth_limit.AgentAuthLimit(self.scope)
+        wait_s = await limit.take()
+        if wait_s is not None:
+            await self.accept()
+            agent_auth_limit.REFUSALS.note(limit.address, limit.rate)
+            why = f"too many failed agent authentications from this address; try again in {math.ceil(wait_s)} s"
+            await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=_close_reason(why))
+            return
         try:
             host = await _open_link(token)
             # the host and the reason when known, never the token (the IP alone named nobody: ops35)
             why, removed = await _link_refusal(token) if host is None else ("", False)
         except ServiceError as exc:  # the database lost (gateway.run_in_db_thread): come back later
+            await limit.give_back()  # not judged: counts nothing
             if not gateway.is_database_refusal(exc):
                 raise
             await self.accept()
             await self._database_unreachable(exc)
             return
+        if host is not None:
+            await limit.give_back()  # a success counts nothing
         await self.accept()
         if host is None:
             logger.warning("agent connection refused: %s (from %s)", why, self.scope.get("client"))
