@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import dj_database_url
+from django.core.checks.security.base import SECRET_KEY_MIN_LENGTH, SECRET_KEY_MIN_UNIQUE_CHARACTERS
 from django.core.exceptions import ImproperlyConfigured
 
 from config.logfilters import client_errors_one_line
@@ -715,6 +716,17 @@ if PRODUCTION and SECRET_KEY.lower().startswith("change-me"):
     raise ImproperlyConfigured(
         "SECRET_KEY is the example's placeholder: set 50+ random characters "
         '(python -c "import secrets; print(secrets.token_urlsafe(60))")'
+    )
+# Django's deploy check W009, made a refusal: sessions, CSRF and reset links are signed with it.
+if (
+    PRODUCTION
+    and not DEBUG
+    and (len(SECRET_KEY) < SECRET_KEY_MIN_LENGTH or len(set(SECRET_KEY)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS)
+):
+    raise ImproperlyConfigured(
+        f"SECRET_KEY has {len(SECRET_KEY)} characters, {len(set(SECRET_KEY))} distinct: production needs"
+        f" {SECRET_KEY_MIN_LENGTH}+ characters and {SECRET_KEY_MIN_UNIQUE_CHARACTERS}+ distinct ones"
+        ' (python -c "import secrets; print(secrets.token_urlsafe(60))")'
     )
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
 # Prometheus and health checks may reach a web process directly over HTTP inside the lab.

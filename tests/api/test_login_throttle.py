@@ -88,7 +88,7 @@ def test_with_redis_url_the_cache_is_redis_and_proxies_are_trusted_in_production
         "config.cache.FairwayRedisCache",  # Django's RedisCache, one client object per pool
         0,
     ]
-    production = {"FAIRWAY_ENV": "production", "SECRET_KEY": "x" * 60, "ALLOWED_HOSTS": "example.org"}
+    production = {"FAIRWAY_ENV": "production", "SECRET_KEY": "x" * 55 + "abcde", "ALLOWED_HOSTS": "example.org"}
     assert json.loads(_settings_in_a_process(production, code))[1] == 1
     assert json.loads(_settings_in_a_process({**production, "FAIRWAY_TRUSTED_PROXIES": "2"}, code))[1] == 2
 

@@ -26,6 +26,7 @@ def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     [
         ({"FAIRWAY_TICK_INTERVAL_S": "abc"}, "FAIRWAY_TICK_INTERVAL_S='abc' is not a number"),
         ({"SECRET_KEY": ""}, "FAIRWAY_ENV=production needs SECRET_KEY"),
+        ({"SECRET_KEY": "collectstatic-only"}, "SECRET_KEY has 18 characters"),
     ],
 )
 def test_a_malformed_setting_stops_manage_py_with_one_line(tmp_path: Path, extra: dict[str, str], words: str) -> None:
