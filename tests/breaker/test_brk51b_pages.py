@@ -1,0 +1,69 @@
+"""brk51b: names a user controls, holding markup, come out escaped on every page and admin page."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib import admin as django_admin
+from django.test import Client
+from django.urls import reverse
+from knox.models import AuthToken
+
+from accounts.models import ApiTokenInfo
+from budgets.models import Budget
+from scheduler.models import ArrayGroup, Cluster, Host, NotificationSettings, Workload
+from scheduler.services import do_submit_workload
+
+P = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>"
+RAW = re.compile(rb"<script>alert|<img src=x")
+
+
+def _hostile_world(researcher, admin, submit_kwargs, hosts):
+    made = do_submit_workload(researcher, **submit_kwargs())
+    workload = made if isinstance(made, Workload) else Workload.objects.filter(owner=researcher).latest("pk")
+    group = ArrayGroup.objects.create(owner=researcher, cluster=workload.cluster, name=P, spec="0-1")
+    Workload.objects.filter(pk=workload.pk).update(name=P, group=group)
+    Budget.objects.filter(pk=workload.budget_id).update(name=P, description=P)
+    Cluster.objects.filter(pk=workload.cluster_id).update(description=P)
+    Host.objects.filter(name="a100-1").update(labels={P: P})
+    for user in (researcher, admin):
+        token, _ = AuthToken.objects.create(user)
+        ApiTokenInfo.objects.create(token=token, name=P, kind=ApiTokenInfo.Kind.PERSONAL)
+        NotificationSettings.objects.update_or_create(user=user, defaults={"webhook_url": "https://x.example/" + P})
+    return workload, group
+
+
+def test_markup_in_names_is_escaped_everywhere(researcher, admin, submit_kwargs, hosts):
+    workload, group = _hostile_world(researcher, admin, submit_kwargs, hosts)
+    pages = [
+        "/",
+        "/submit/",
+        "/workloads/",
+        f"/workloads/{workload.pk}/",
+        f"/workloads/?group={group.pk}",
+        "/budgets/",
+        "/clusters/",
+        "/clusters/default/",
+        "/metrics/",
+        "/tokens/",
+        "/notifications/",
+        f"/submit/?again={workload.pk}",
+    ]
+    for model in django_admin.site._registry:  # noqa: SLF001
+        meta = model._meta  # noqa: SLF001
+        pages.append(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist"))
+        first = model._default_manager.order_by("pk").values_list("pk", flat=True)[:3]  # noqa: SLF001
+        pages += [reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[pk]) for pk in first]
+    bad, seen = [], 0
+    for user in (researcher, admin):
+        client = Client()
+        client.force_login(user)
+        for url in pages:
+            response = client.get(url)
+            if response.status_code != 200 or response.streaming:
+                continue
+            seen += 1
+            if RAW.search(response.content):
+                bad.append((user.username, url))
+    assert seen > 40
+    assert bad == []
