@@ -219,8 +219,27 @@ def current_shares_yaml() -> str:
         (b.id for b in tree.values() if b.parent_id is not None and b.archived_at is None), key=lambda i: paths[i]
     ):
         note = f"  # temporary: {boost_words(boosts[bid])}" if bid in boosts else ""
-        lines.append(f"  {paths[bid]}: {tree[bid].shares}{note}")
+        lines.append(f"  {shares_key(paths[bid])}: {tree[bid].shares}{note}")
     return "\n".join(lines) + "\n"
+
+
+def shares_key(path: str) -> str:
+    """``path`` as a key of the shares YAML: bare where YAML reads it back as that text, else
+    double-quoted (brk51b: a budget named ``a: b``, ``x #y`` or ``[a]`` is a name the budget rule
+    takes, and the page's own shares, run unchanged, were "not valid YAML")."""
+    import json
+
+    import yaml
+
+    try:
+        node = yaml.compose(f"{path}: 0")
+    except yaml.YAMLError:
+        node = None
+    if isinstance(node, yaml.MappingNode) and len(node.value) == 1:
+        key = node.value[0][0]
+        if isinstance(key, yaml.ScalarNode) and key.style is None and key.value == path:
+            return path
+    return json.dumps(path, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
 
 
 def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str, Any]:

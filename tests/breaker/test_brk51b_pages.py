@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from django.contrib import admin as django_admin
 from django.test import Client
 from django.urls import reverse
@@ -67,3 +68,25 @@ def test_markup_in_names_is_escaped_everywhere(researcher, admin, submit_kwargs,
                 bad.append((user.username, url))
     assert seen > 40
     assert bad == []
+
+
+WHAT_IF = "/admin/budgets/budget/what-if/"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a: b", "x #y", "[a]", "{b}", "*c", "&d", "!e", "%f", "@g", "`h", "- z", "? k", "|", ">", "'q", '"q', "yes"],
+)
+def test_the_what_if_pages_own_shares_run_as_they_are_for_any_budget_name(admin, org_tree, hosts, name):
+    """A budget named ``a: b`` (or ``x #y``, ``[a]``, ``*c`` … as a top-level budget) is a name the
+    budget rule takes; the what-if page prefilled its shares with the path bare, and running them
+    unchanged said "not valid YAML" (or a path no budget has): the key is quoted where YAML needs."""
+    Budget.objects.filter(pk=org_tree["vision"].pk).update(name=name)
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(name=name)
+    client = Client()
+    client.force_login(admin)
+    shares = client.get(WHAT_IF).context["form"].initial["shares"]
+    response = client.post(WHAT_IF, {"shares": shares, "window": "7d", "cluster": "default"})
+    assert response.status_code == 200
+    assert response.context["error"] == "", shares
+    assert response.context["result"] is not None
