@@ -636,8 +636,11 @@ def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
         done = f"{BULK_VERBS[action][1]} {len(outcome.changed)} workloads"
         if outcome.stopping:
             done += f" {bulk_stopping_text(len(outcome.stopping), done=True)}"
-        if outcome.skipped:
-            done += f"; {len(outcome.skipped)} left as they are (changed meanwhile)"
+        left: dict[str, int] = {}
+        for _pk, code in outcome.skipped:  # each skip's reason, as the preview lists them (brk51b: "changed meanwhile"
+            left[code] = left.get(code, 0) + 1  # said of ids posted that were never one's to change)
+        for code, count in left.items():
+            done += f"; {count} left as they are ({code}: {outcome.reasons[code].rstrip('.')})"
         messages.success(request, done + ".")
         return redirect(back)
     skips: dict[str, list[int]] = {}

@@ -90,3 +90,18 @@ def test_the_what_if_pages_own_shares_run_as_they_are_for_any_budget_name(admin,
     assert response.status_code == 200
     assert response.context["error"] == "", shares
     assert response.context["result"] is not None
+
+
+def test_a_bulk_post_naming_another_users_workload_says_why_it_was_left(researcher, teammate, submit_kwargs, cluster):
+    """The bulk form posted with a teammate's workload id (the preview lists only one's own): it
+    was left as it was, and the page said "(changed meanwhile)"; it says the refusal's reason."""
+    do_submit_workload(teammate, **submit_kwargs())
+    theirs = Workload.objects.filter(owner=teammate).latest("pk")
+    client = Client()
+    client.force_login(researcher)
+    response = client.post("/workloads/bulk/?action=cancel&state=pending", {"ids": str(theirs.pk)}, follow=True)
+    said = [str(m) for m in response.context["messages"]]
+    theirs.refresh_from_db()
+    assert theirs.state == Workload.State.PENDING
+    assert len(said) == 1 and "changed meanwhile" not in said[0], said
+    assert "1 left as they are (forbidden: Only the owner" in said[0], said
