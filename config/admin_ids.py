@@ -74,6 +74,25 @@ class _IdChoiceField(forms.ModelChoiceField):
         return None
 
 
+def ascii_digits_only(field: forms.Field) -> None:
+    """``field`` reads a number as the API, the CLI and the settings do (``ascii_float``'s rule):
+    ``٣`` (an Arabic-Indic 3), ``１６`` and ``1_6`` are refused where Django's ``int()``/``Decimal()``
+    took them as 3 and 16 (brk51b: the admin's number fields; brk46: the submit page's)."""
+    from fairway_common.numbers import ascii_float
+
+    to_python = field.to_python
+
+    def checked(value: Any) -> Any:
+        if isinstance(value, str) and (not value.isascii() or "_" in value):
+            try:
+                ascii_float(value)
+            except ValueError as exc:
+                raise ValidationError(str(exc), code="invalid") from None
+        return to_python(value)
+
+    field.to_python = checked  # type: ignore[method-assign]
+
+
 class AdminIdsMixin:
     """A changelist action over a selection holding a value that is no id is refused with
     :data:`BAD_SELECTION` (back to the list); an autocomplete field (of an inline too) shows back no such value."""
@@ -84,6 +103,12 @@ class AdminIdsMixin:
             self.message_user(request, BAD_SELECTION, messages.ERROR)  # type: ignore[attr-defined]
             return None  # the changelist answers a redirect to itself
         return super().response_action(request, queryset)  # type: ignore[misc]
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        formfield = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+        if isinstance(formfield, forms.IntegerField):  # FloatField and DecimalField too (its subclasses)
+            ascii_digits_only(formfield)
+        return formfield
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         if past_64_bits(self.model, request.GET):  # type: ignore[attr-defined]

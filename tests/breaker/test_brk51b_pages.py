@@ -105,3 +105,37 @@ def test_a_bulk_post_naming_another_users_workload_says_why_it_was_left(research
     assert theirs.state == Workload.State.PENDING
     assert len(said) == 1 and "changed meanwhile" not in said[0], said
     assert "1 left as they are (forbidden: Only the owner" in said[0], said
+
+
+def _admin_form_data(client: Client, url: str) -> dict[str, object]:
+    response = client.get(url)
+    form = response.context["adminform"].form
+    data: dict[str, object] = {}
+    for name in form.fields:
+        value = form.initial.get(name)
+        if value is not None:
+            data[name] = value if isinstance(value, list) else str(getattr(value, "pk", value))
+    for inline in response.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        data |= {f"{management.prefix}-{n}": str(management.initial.get(n, 0)) for n in management.fields}
+    return data
+
+
+@pytest.mark.parametrize(
+    ("field", "typed"),
+    [("shares", "\u0663"), ("shares", "1_6"), ("cap_period_days", "\uff13"), ("max_submitted_per_user", "\u0661")],
+)
+def test_the_admins_number_fields_take_ascii_digits_only(admin, org_tree, field, typed):
+    """The budget's change page took ``٣`` (an Arabic-Indic 3), ``１６`` and ``1_6`` as 3 and 16 (Django's
+    ``int()``), where the API, the CLI, the submit page (brk46) and the settings refuse them."""
+    budget = org_tree["nlp/olmo"]
+    url = f"/admin/budgets/budget/{budget.pk}/change/"
+    client = Client()
+    client.force_login(admin)
+    data = _admin_form_data(client, url)
+    assert client.post(url, data).status_code == 302  # as it stands: saved
+    before = Budget.objects.filter(pk=budget.pk).values().get()
+    response = client.post(url, {**data, field: typed})
+    assert response.status_code == 200
+    assert "ASCII digits" in str(response.context["adminform"].form.errors[field])
+    assert Budget.objects.filter(pk=budget.pk).values().get() == before
