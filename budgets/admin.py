@@ -231,9 +231,11 @@ def shares_key(path: str) -> str:
 
     import yaml
 
-    try:
-        node = yaml.compose(f"{path}: 0")
-    except yaml.YAMLError:
+    from fairway_common import strict_yaml
+
+    try:  # read back as the shares file is read (strict_yaml, the one reader)
+        node = strict_yaml.compose(f"{path}: 0")
+    except (yaml.YAMLError, RecursionError):
         node = None
     if isinstance(node, yaml.MappingNode) and len(node.value) == 1:
         key = node.value[0][0]
